@@ -1,0 +1,277 @@
+"""The append-only JSONL event log: one writer task, group commit, torn-tail recovery, corruption detection.
+
+Durability modes (an append returns only when its mode is satisfied):
+
+- ``always``: every line is written and fsynced on its own before its append returns;
+- ``batch`` (default): group commit. The writer drains every line queued so far, writes them, fsyncs
+  once, then releases all their appenders. Under concurrency this amortises the fsync over the batch;
+- ``none``: the line is handed to the OS (page cache); a power loss may drop it, a process crash may not.
+
+An fsync error is fatal and never retried (after a failed fsync Linux may have dropped the dirty pages
+and mark them clean, so a retry "succeeds" with the data gone: PostgreSQL's fsyncgate). The writer stops
+and every pending and later append raises :class:`LogFatalError`; recovery is a restart from the file.
+
+Opening a log recovers a torn final line (bytes after the last newline, or an undecodable last line:
+what a crash mid-append leaves) by truncating it, and says so. A bad line anywhere else is never produced
+by a crash: it is refused with its line number (:class:`LogCorrupted`), never skipped.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from events import Recorded
+from events.codec import CorruptRecord, RecordCodec
+
+__all__ = [
+    "Durability",
+    "EventLog",
+    "LogCorrupted",
+    "LogFatalError",
+    "Recovery",
+    "read_log",
+    "recover_log",
+]
+
+log = structlog.get_logger(__name__)
+
+
+class Durability(enum.StrEnum):
+    ALWAYS = "always"
+    BATCH = "batch"
+    NONE = "none"
+
+
+class LogCorrupted(Exception):
+    """A line before the tail is not a valid record, or seq is not gap-free. Names the file and line."""
+
+    def __init__(self, path: Path, line_no: int, reason: str) -> None:
+        super().__init__(f"{path}:{line_no}: {reason}")
+        self.path = path
+        self.line_no = line_no
+        self.reason = reason
+
+
+class LogFatalError(RuntimeError):
+    """The writer failed (write or fsync error). The process must stop and recover from the file."""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What opening a log found: the records, and how many torn bytes were (or would be) cut from the tail."""
+
+    records: list[Recorded]
+    size: int  # byte length of the valid prefix
+    torn_bytes: int
+
+
+def _scan(path: Path, data: bytes, codec: RecordCodec) -> Recovery:
+    end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn tail
+    records: list[Recorded] = []
+    pos = 0
+    line_no = 0
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        line_no += 1
+        try:
+            rec = codec.decode(data[pos:nl])
+        except CorruptRecord as exc:
+            if nl + 1 == end:
+                # An undecodable final line: a crash tore it (or a flip hit it; the two look alike).
+                break
+            raise LogCorrupted(path, line_no, str(exc)) from None
+        if rec.seq != len(records):
+            raise LogCorrupted(path, line_no, f"seq {rec.seq} where {len(records)} was expected (gap or duplicate)")
+        records.append(rec)
+        pos = nl + 1
+    return Recovery(records, pos, len(data) - pos)
+
+
+def read_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
+    """Read and check a log without changing it (a torn tail is reported, not cut)."""
+    p = Path(path)
+    return _scan(p, p.read_bytes(), codec or RecordCodec())
+
+
+def recover_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
+    """Read a log and cut a torn tail from the file (fsynced), so appends continue from a clean line end."""
+    p = Path(path)
+    rec = read_log(p, codec)
+    if rec.torn_bytes:
+        with open(p, "r+b") as f:
+            f.truncate(rec.size)
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning("log.torn_tail_recovered", path=str(p), dropped_bytes=rec.torn_bytes, at_offset=rec.size)
+    return rec
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class _Batch:
+    __slots__ = ("done", "error", "lines", "records")
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.records: list[Recorded] = []
+        self.done = anyio.Event()
+        self.error: BaseException | None = None
+
+
+class EventLog:
+    """An open log file with one writer task. Use :meth:`open`, then run :meth:`run_writer` in a task group.
+
+    ``on_durable`` is called by the writer, in seq order, with each batch of records once the batch
+    satisfies the durability mode and before their appenders are released: the runtime publishes there.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        durability: Durability,
+        recovery: Recovery,
+        codec: RecordCodec,
+    ) -> None:
+        self.path = path
+        self.durability = durability
+        self.recovery = recovery
+        self.codec = codec
+        self.on_durable: Callable[[list[Recorded]], None] = lambda _records: None
+        self._fd = fd
+        self._pending = _Batch()
+        self._wake = anyio.Event()
+        self._fatal: BaseException | None = None
+        self._closed = False
+        self.bytes_written = recovery.size
+        self._base_seq = len(recovery.records)
+        self._appended = 0
+
+    @classmethod
+    def open(cls, path: Path | str, durability: Durability | str = Durability.BATCH) -> EventLog:
+        """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks."""
+        p = Path(path)
+        codec = RecordCodec()
+        created = not p.exists()
+        if created:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
+            recovery = Recovery([], 0, 0)
+        else:
+            recovery = recover_log(p, codec)
+            fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        return cls(p, fd, Durability(durability), recovery, codec)
+
+    @property
+    def next_seq(self) -> int:
+        return self._base_seq + self._appended
+
+    def submit(self, rec: Recorded) -> anyio.Event:
+        """Queue one record (synchronously, so callers control order). Returns the event its batch sets."""
+        if self._fatal is not None:
+            raise LogFatalError(f"{self.path}: the log writer failed earlier: {self._fatal}") from self._fatal
+        if self._closed:
+            raise LogFatalError(f"{self.path}: the log is closed")
+        self._pending.lines.append(self.codec.encode(rec))
+        self._pending.records.append(rec)
+        self._appended += 1
+        self._wake.set()
+        return self._pending.done
+
+    async def append(self, rec: Recorded) -> None:
+        """Queue one record and wait until its durability mode is satisfied."""
+        batch = self._pending
+        done = self.submit(rec)
+        await done.wait()
+        if batch.error is not None:
+            raise LogFatalError(f"{self.path}: {batch.error}") from batch.error
+
+    def check(self, batch_error: BaseException | None) -> None:
+        """Raise :class:`LogFatalError` if the batch a caller waited on failed."""
+        if batch_error is not None:
+            raise LogFatalError(f"{self.path}: {batch_error}") from batch_error
+
+    def current_batch(self) -> _Batch:
+        """The batch the next :meth:`submit` joins (read it before submitting to check its error after)."""
+        return self._pending
+
+    async def run_writer(self) -> None:
+        """The single writer. Runs until cancelled (after draining what it already took) or a fatal error."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            batch, self._pending = self._pending, _Batch()
+            if not batch.lines:
+                continue
+            try:
+                await self._flush(batch)
+            except BaseException as exc:
+                # Fatal, never retried: release everyone with the error, refuse later appends, stop.
+                self._fatal = exc
+                batch.error = exc
+                self._pending.error = exc
+                batch.done.set()
+                self._pending.done.set()
+                log.error("log.write_failed", path=str(self.path), error=repr(exc))
+                raise
+            self.bytes_written += sum(len(line) for line in batch.lines)
+            self.on_durable(batch.records)
+            batch.done.set()
+
+    async def _flush(self, batch: _Batch) -> None:
+        fd = self._fd
+        if self.durability is Durability.NONE:
+            _write_all(fd, b"".join(batch.lines))
+        elif self.durability is Durability.BATCH:
+            data = b"".join(batch.lines)
+            # Shielded: a cancelled writer must not leave a half-acknowledged batch behind.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_write_and_sync, fd, data)
+        else:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_write_and_sync_each, fd, batch.lines)
+
+    async def drain(self) -> None:
+        """Wait until everything submitted so far is durable."""
+        batch = self._pending
+        if batch.lines:
+            await batch.done.wait()
+            self.check(batch.error)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+
+
+def _write_and_sync(fd: int, data: bytes) -> None:
+    _write_all(fd, data)
+    os.fsync(fd)
+
+
+def _write_and_sync_each(fd: int, lines: list[bytes]) -> None:
+    for line in lines:
+        _write_all(fd, line)
+        os.fsync(fd)

@@ -1,0 +1,137 @@
+"""The system's vocabulary: every state change is one of these event bodies.
+
+Each body is a frozen msgspec Struct registered under a wire name (``area.what_happened``) and a
+schema version. The envelope that carries it in the log (``seq``, time, type, version, checksum)
+lives in :mod:`events.codec`.
+"""
+
+from __future__ import annotations
+
+from ._base import (
+    EventBody,
+    Outcome,
+    Request,
+    UnknownEventType,
+    Upcaster,
+    event,
+    event_class,
+    registered_types,
+    upcaster,
+    upcasters_for,
+)
+from .episode import (
+    AgentTurnTaken,
+    CheckResult,
+    EpisodeFinished,
+    EpisodeStarted,
+    SubmissionReceived,
+    SubmissionRejected,
+    SubmissionValidated,
+    ToolCalled,
+    ToolReturned,
+    WorkspaceFileWritten,
+)
+from .fleet import PodIdle, PodLost, PodProvisionFailed, PodReady, PodRequested, PodTerminated
+from .job import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
+from .learning import (
+    BaselineFrozen,
+    BatchCollected,
+    BatchStarted,
+    EpisodeStaleDiscarded,
+    LoRAStepApplied,
+    RewardComputed,
+    SamplerPublished,
+)
+from .money import CostRefused, CostReserved, CostSettled
+from .record import Recorded
+from .run import RunFinished, RunResumed, RunStarted
+
+# The tagged union of the whole vocabulary: the envelope's ``type`` is the tag.
+Event = (
+    RunStarted
+    | RunResumed
+    | RunFinished
+    | EpisodeStarted
+    | AgentTurnTaken
+    | ToolCalled
+    | ToolReturned
+    | WorkspaceFileWritten
+    | SubmissionReceived
+    | SubmissionValidated
+    | SubmissionRejected
+    | EpisodeFinished
+    | JobQueued
+    | JobAssigned
+    | JobStarted
+    | JobProgressed
+    | JobSucceeded
+    | JobFailed
+    | JobRequeued
+    | PodRequested
+    | PodProvisionFailed
+    | PodReady
+    | PodIdle
+    | PodLost
+    | PodTerminated
+    | CostReserved
+    | CostSettled
+    | CostRefused
+    | RewardComputed
+    | BaselineFrozen
+    | BatchStarted
+    | BatchCollected
+    | EpisodeStaleDiscarded
+    | LoRAStepApplied
+    | SamplerPublished
+)
+
+__all__ = [
+    "AgentTurnTaken",
+    "BaselineFrozen",
+    "BatchCollected",
+    "BatchStarted",
+    "CheckResult",
+    "CostRefused",
+    "CostReserved",
+    "CostSettled",
+    "EpisodeFinished",
+    "EpisodeStaleDiscarded",
+    "EpisodeStarted",
+    "Event",
+    "EventBody",
+    "JobAssigned",
+    "JobFailed",
+    "JobProgressed",
+    "JobQueued",
+    "JobRequeued",
+    "JobStarted",
+    "JobSucceeded",
+    "LoRAStepApplied",
+    "Outcome",
+    "PodIdle",
+    "PodLost",
+    "PodProvisionFailed",
+    "PodReady",
+    "PodRequested",
+    "PodTerminated",
+    "Recorded",
+    "Request",
+    "RewardComputed",
+    "RunFinished",
+    "RunResumed",
+    "RunStarted",
+    "SamplerPublished",
+    "SubmissionReceived",
+    "SubmissionRejected",
+    "SubmissionValidated",
+    "ToolCalled",
+    "ToolReturned",
+    "UnknownEventType",
+    "Upcaster",
+    "WorkspaceFileWritten",
+    "event",
+    "event_class",
+    "registered_types",
+    "upcaster",
+    "upcasters_for",
+]

@@ -1,0 +1,110 @@
+"""Episode events: the trainer agent's turns, tool calls, workspace edits and submissions."""
+
+from __future__ import annotations
+
+from ._base import EventBody, event
+
+__all__ = [
+    "AgentTurnTaken",
+    "CheckResult",
+    "EpisodeFinished",
+    "EpisodeStarted",
+    "SubmissionReceived",
+    "SubmissionRejected",
+    "SubmissionValidated",
+    "ToolCalled",
+    "ToolReturned",
+    "WorkspaceFileWritten",
+]
+
+
+@event("episode.started")
+class EpisodeStarted(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    task_id: str
+    family: str
+    policy: str
+    sampler_version: int = 0
+    group_id: str = ""
+
+
+@event("agent.turn_taken")
+class AgentTurnTaken(EventBody, frozen=True, kw_only=True):
+    """One agent turn. Messages (and token ids / logprobs for trainable policies) live in ``blob``."""
+
+    episode_id: str
+    turn: int
+    blob: str
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    sampler_version: int = 0
+
+
+@event("tool.called")
+class ToolCalled(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    call_id: str
+    name: str
+    arguments: str  # the raw JSON text the agent sent, parsed or not
+
+
+@event("tool.returned")
+class ToolReturned(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    call_id: str
+    ok: bool
+    content: str
+    error: str = ""
+
+
+@event("workspace.file_written")
+class WorkspaceFileWritten(EventBody, frozen=True, kw_only=True):
+    """A workspace file changed; its new content is the blob ``blob`` (empty string: deleted)."""
+
+    episode_id: str
+    path: str
+    blob: str
+    size: int
+
+
+@event("submission.received")
+class SubmissionReceived(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    attempt: int
+    parseable: bool = True
+
+
+class CheckResult(EventBody, frozen=True, kw_only=True):
+    """One validation check: its name, whether it passed, and what the agent needs to fix it."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@event("submission.validated")
+class SubmissionValidated(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    attempt: int
+    checks: list[CheckResult]
+    probe_seconds: float
+    job_blob: str = ""
+    isolation: str = ""
+
+
+@event("submission.rejected")
+class SubmissionRejected(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    attempt: int
+    checks: list[CheckResult]
+    probe_seconds: float
+    isolation: str = ""
+
+
+@event("episode.finished")
+class EpisodeFinished(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    status: str  # "validated" | "rejected" | "no_submission" | "budget_refused" | "error"
+    reason: str = ""

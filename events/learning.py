@@ -1,0 +1,97 @@
+"""Outer-loop learning events: rewards, frozen baselines, batches and LoRA steps."""
+
+from __future__ import annotations
+
+from ._base import EventBody, event
+
+__all__ = [
+    "BaselineFrozen",
+    "BatchCollected",
+    "BatchStarted",
+    "EpisodeStaleDiscarded",
+    "LoRAStepApplied",
+    "RewardComputed",
+    "SamplerPublished",
+]
+
+
+@event("reward.computed")
+class RewardComputed(EventBody, frozen=True, kw_only=True):
+    """The episode reward with every component, every input and the config used, so that a report can
+    decompose it and ``replay --verify`` can recompute it (:func:`handlers.reward.recompute`).
+
+    ``outcome`` says why the reward is what it is: ``scored`` | ``job_failed`` | ``no_job`` |
+    ``not_validated`` | ``no_submission``. ``budget_refused`` names the budget that ended the episode, if any.
+    ``post`` is ``None`` when there is no post score (the CSV sentinel -1.0 never appears here).
+    """
+
+    episode_id: str
+    reward: float
+    validation: float
+    quality: float
+    speed: float
+    w_validation: float
+    w_quality: float
+    w_speed: float
+    attempts: int
+    validated: bool
+    parseable: bool
+    job_status: str  # "succeeded" | "failed" | "none"
+    post: float | None = None
+    best_pre: float | None = None
+    train_seconds: float | None = None
+    time_budget_s: float | None = None
+    outcome: str = ""
+    uplift: float | None = None
+    job_failure: str = ""  # the classified reason of a failed job
+    budget_refused: str = ""  # "" | "episode" | "run" | "global"
+    validation_decay: float = 0.7
+    quality_absolute: float = 0.25
+    quality_uplift: float = 0.75
+    no_submission_reward: float = -0.1
+    family: str = ""
+    job_id: str = ""
+    base_model: str = ""
+
+
+@event("baseline.frozen")
+class BaselineFrozen(EventBody, frozen=True, kw_only=True):
+    family: str
+    model: str
+    score: float
+    n: int
+    key_fingerprint: str = ""
+
+
+@event("batch.started")
+class BatchStarted(EventBody, frozen=True, kw_only=True):
+    step: int
+    task_ids: list[str]
+    group_size: int
+
+
+@event("batch.collected")
+class BatchCollected(EventBody, frozen=True, kw_only=True):
+    step: int
+    episode_ids: list[str]
+
+
+@event("episode.stale_discarded")
+class EpisodeStaleDiscarded(EventBody, frozen=True, kw_only=True):
+    episode_id: str
+    sampler_version: int
+    step: int
+
+
+@event("lora.step_applied")
+class LoRAStepApplied(EventBody, frozen=True, kw_only=True):
+    step: int
+    metrics: dict[str, float] = {}
+    state_path: str = ""
+    sampler_path: str = ""
+
+
+@event("sampler.published")
+class SamplerPublished(EventBody, frozen=True, kw_only=True):
+    sampler_version: int
+    path: str

@@ -1,0 +1,1 @@
+"""The six task families: generators, tools, scorers, reference solvers, hidden eval sets."""
