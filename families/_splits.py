@@ -1,0 +1,64 @@
+"""Seed spaces and split disjointness.
+
+Every task is drawn from a ``random.Random`` seeded by a hash of (family, split, seed), so the same
+(family, split, seed) always gives the same task, byte for byte, on every machine and Python version.
+
+Splits: ``train`` (unlimited seeds), ``dev`` (the handful shown to the trainer agent) and ``hidden``
+(the 200-task eval set). Disjointness is by construction, not by luck: a ``train`` or ``dev`` draw whose
+fingerprint (prompt and answer) equals a hidden task's is rejected and redrawn with the next sub-seed, so
+no training or dev task can ever equal a hidden one, over the whole seed space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+
+import msgspec
+
+from ._base import Task
+
+__all__ = ["DEV_SIZE", "HIDDEN_SIZE", "SPLITS", "draw_disjoint", "fingerprint", "split_rng"]
+
+SPLITS = ("train", "dev", "hidden")
+HIDDEN_SIZE = 200  # hidden eval tasks: split "hidden", seeds 0..199
+MAX_REDRAWS = 1000
+DEV_SIZE = 5  # dev examples shown to the trainer agent: split "dev", seeds 0..4
+
+
+def split_rng(family: str, split: str, seed: int, attempt: int = 0) -> random.Random:
+    """A generator seeded by a stable hash (never Python's salted ``hash``)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    digest = hashlib.sha256(f"{family}|{split}|{seed}|{attempt}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+_ENC = msgspec.json.Encoder(order="deterministic")
+
+
+def fingerprint(task: Task) -> str:
+    """What makes two tasks 'the same task' to a learner: what it is asked and what it must answer.
+
+    The world is left out on purpose: two tasks with the same prompt and answer but different hidden
+    state (say, an untouched account's balance) would still let a model memorise a hidden answer, so they
+    count as a collision. Any two tasks equal in (prompt, world, answer) are of course equal here too.
+    """
+    return hashlib.sha256(_ENC.encode([task.prompt, task.answer])).hexdigest()
+
+
+def draw_disjoint(
+    draw: Callable[[random.Random], Task],
+    family: str,
+    split: str,
+    seed: int,
+    hidden: Callable[[], frozenset[str]],
+) -> Task:
+    """Draw a task for ``split``; for train/dev, redraw while it collides with a hidden task."""
+    for attempt in range(MAX_REDRAWS):
+        task = draw(split_rng(family, split, seed, attempt))
+        if split == "hidden" or fingerprint(task) not in hidden():
+            return task
+    # Only a degenerate generator (a tiny task space) gets here; fail loudly rather than loop.
+    raise RuntimeError(f"{family}/{split}/{seed}: {MAX_REDRAWS} draws in a row collided with hidden tasks")
