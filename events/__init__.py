@@ -42,7 +42,7 @@ from .learning import (
     RewardComputed,
     SamplerPublished,
 )
-from .money import CostRefused, CostReserved, CostSettled
+from .money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
 from .record import Recorded
 from .run import RunFinished, RunResumed, RunStarted
 
@@ -76,6 +76,8 @@ Event = (
     | CostReserved
     | CostSettled
     | CostRefused
+    | CostReleased
+    | BudgetSet
     | RewardComputed
     | BaselineFrozen
     | BatchStarted
@@ -90,8 +92,10 @@ __all__ = [
     "BaselineFrozen",
     "BatchCollected",
     "BatchStarted",
+    "BudgetSet",
     "CheckResult",
     "CostRefused",
+    "CostReleased",
     "CostReserved",
     "CostSettled",
     "EpisodeFinished",

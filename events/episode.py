@@ -26,6 +26,9 @@ class EpisodeStarted(EventBody, frozen=True, kw_only=True):
     policy: str
     sampler_version: int = 0
     group_id: str = ""
+    spec: str = ""  # the task spec's name, e.g. "calc_chain_v1_fast"
+    prompt_blob: str = ""  # the opening messages and tool schemas the agent was given
+    max_attempts: int = 3
 
 
 @event("agent.turn_taken")

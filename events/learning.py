@@ -45,7 +45,7 @@ class RewardComputed(EventBody, frozen=True, kw_only=True):
     uplift: float | None = None
     job_failure: str = ""  # the classified reason of a failed job
     budget_refused: str = ""  # "" | "episode" | "run" | "global"
-    validation_decay: float = 0.7
+    validation_decay: float = 0.5
     quality_absolute: float = 0.25
     quality_uplift: float = 0.75
     no_submission_reward: float = -0.1

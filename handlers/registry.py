@@ -6,6 +6,9 @@ from typing import Any
 
 from engine.projection import Projection
 
+from .budget import BudgetProjection
+from .episode.projection import EpisodesProjection
+from .reward_projection import RewardsProjection
 from .run_summary import RunSummaryProjection
 
 __all__ = ["default_projections"]
@@ -13,4 +16,4 @@ __all__ = ["default_projections"]
 
 def default_projections() -> list[Projection[Any]]:
     """A fresh instance of every domain projection (the engine adds its own ``effects``)."""
-    return [RunSummaryProjection()]
+    return [RunSummaryProjection(), EpisodesProjection(), BudgetProjection(), RewardsProjection()]

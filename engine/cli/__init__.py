@@ -10,11 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import replay_cmd, tail_cmd
+from . import costs_cmd, replay_cmd, tail_cmd
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (replay_cmd, tail_cmd)
+_COMMANDS = (costs_cmd, replay_cmd, tail_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

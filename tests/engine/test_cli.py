@@ -56,3 +56,18 @@ def test_replay_refuses_a_corrupt_log_naming_the_line(run_dir: Path, capsys: pyt
 def test_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no run at"):
         main(["--runs-root", str(tmp_path), "replay", "nope"])
+
+
+def test_costs_summarises_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from events import CostSettled, Recorded
+    from handlers.costs_ledger import CostsLedger
+
+    ledger_path = tmp_path / "costs.jsonl"
+    ledger = CostsLedger(ledger_path)
+    for seq, (kind, usd) in enumerate([("episode", 0.25), ("job", 1.5), ("episode", 0.5)]):
+        body = CostSettled(reservation_id=f"r{seq}", kind=kind, ref=f"x{seq}", usd=usd)
+        ledger.record("run-a", Recorded(seq, 1_764_460_800.0 + seq, body))
+    assert main(["costs", "--ledger", str(ledger_path), "--by", "kind"]) == 0
+    out = capsys.readouterr().out
+    assert "episode" in out and "job" in out
+    assert "0.75" in out and "1.50" in out

@@ -1,0 +1,269 @@
+"""One episode, start to finish: the agent works in its workspace until it submits a valid job or runs out.
+
+Reads top to bottom like the episode itself::
+
+    episode.started, the initial workspace files
+    repeat up to max_turns:
+        reserve the call's worst-case cost -> ask the policy -> settle the real cost -> agent.turn_taken
+        for each tool call: tool.called -> (workspace.file_written) -> tool.returned
+            submit_job: submission.received -> probe -> submission.validated | submission.rejected (+ nudge)
+    episode.finished (validated | rejected | no_submission | budget_refused | error)
+
+Everything the agent produced goes to the blob store first and into events by hash, so a workspace can be
+rebuilt from the log at any point. Agent mistakes (bad tool calls, refused paths, failed checks) are
+returned to the agent as tool results; only the budget, the turn cap or a policy failure end it early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from engine.blobs import BlobStore
+from engine.runtime import Runtime
+from events import (
+    AgentTurnTaken,
+    EpisodeFinished,
+    EpisodeStarted,
+    SubmissionReceived,
+    SubmissionRejected,
+    SubmissionValidated,
+    ToolCalled,
+    ToolReturned,
+    WorkspaceFileWritten,
+)
+from families.spec import TaskSpec
+from handlers.budget import BudgetGate, BudgetRefused
+from handlers.job_config import JobConfig, JobConfigError, load_job_config
+from handlers.prices import UnknownPrice
+
+from .bundle import make_bundle
+from .policy import AgentPolicy, AgentReply, PolicyError, ToolCall
+from .tools import TOOL_SCHEMAS, run_tool
+from .validation import Validator, nudge
+from .workspace import Workspace
+
+__all__ = ["EpisodeOutcome", "EpisodeRunner", "EpisodeSetup"]
+
+log = structlog.get_logger(__name__)
+_ENC = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class EpisodeSetup:
+    episode_id: str
+    task_id: str
+    spec: TaskSpec
+    spec_json: bytes
+    workspace: Path
+    initial_files: Mapping[str, bytes]
+    messages: list[dict[str, Any]]  # the opening system + user messages
+    baselines: Mapping[str, float]
+    max_turns: int = 40
+    max_attempts: int = 3
+    max_input_tokens: int = 64_000  # per call, for the worst-case reservation
+    max_output_tokens: int = 4_096
+    group_id: str = ""
+    sampler_version: int = 0
+
+
+@dataclass
+class EpisodeOutcome:
+    episode_id: str
+    status: str
+    attempts: int = 0
+    parseable: bool = False
+    job: JobConfig | None = None
+    bundle: str = ""  # blob hash of the validated job bundle
+    turns: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class EpisodeRunner:
+    def __init__(
+        self,
+        runtime: Runtime,
+        blobs: BlobStore,
+        policy: AgentPolicy,
+        validator: Validator,
+        gate: BudgetGate | None = None,
+    ) -> None:
+        self.rt = runtime
+        self.blobs = blobs
+        self.policy = policy
+        self.validator = validator
+        self.gate = gate
+
+    async def run(self, setup: EpisodeSetup) -> EpisodeOutcome:
+        ep = setup.episode_id
+        prompt_blob = await self.blobs.aput(_ENC.encode({"messages": setup.messages, "tools": TOOL_SCHEMAS}))
+        await self.rt.emit(
+            EpisodeStarted(
+                episode_id=ep,
+                task_id=setup.task_id,
+                family=setup.spec.family,
+                policy=self.policy.name,
+                sampler_version=setup.sampler_version,
+                group_id=setup.group_id,
+                spec=setup.spec.name,
+                prompt_blob=prompt_blob,
+                max_attempts=setup.max_attempts,
+            )
+        )
+        workspace = Workspace(setup.workspace)
+        setup.workspace.mkdir(parents=True, exist_ok=True)
+        for path, data in sorted(setup.initial_files.items()):
+            workspace.write(path, data.decode("utf-8"))
+            await self._record_file(ep, path, data)
+
+        outcome = EpisodeOutcome(ep, "running")
+        messages = list(setup.messages)
+        nudged = False
+        try:
+            for _turn in range(setup.max_turns):
+                reply = await self._turn(setup, messages, outcome)
+                messages.append(reply.message())
+                if not reply.tool_calls:
+                    if nudged:
+                        break
+                    nudged = True  # one reminder, then an agent that keeps talking ends the episode
+                    messages.append({"role": "user", "content": "Call submit_job when your job is ready."})
+                    continue
+                for call in reply.tool_calls:
+                    result = await self._tool(setup, workspace, call.id, call.name, call.arguments, outcome)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
+                    if outcome.status != "running":
+                        return await self._finish(outcome, "")
+            status = "rejected" if outcome.attempts else "no_submission"
+            outcome.status = status
+            return await self._finish(outcome, f"stopped after {outcome.turns} turns without a valid submission")
+        except BudgetRefused as exc:
+            outcome.status = "budget_refused"
+            return await self._finish(outcome, str(exc))
+        except PolicyError as exc:
+            outcome.status = "error"
+            return await self._finish(outcome, f"policy failed: {exc}")
+
+    async def _turn(self, setup: EpisodeSetup, messages: list[dict[str, Any]], outcome: EpisodeOutcome) -> AgentReply:
+        ep = setup.episode_id
+        if self.gate is not None and self._priced():
+            async with self.gate.llm_call(
+                self.policy.model,
+                max_input_tokens=setup.max_input_tokens,
+                max_output_tokens=setup.max_output_tokens,
+                kind="episode",
+                ref=ep,
+                episode_id=ep,
+            ) as hold:
+                reply = await self.policy.next_turn(messages, TOOL_SCHEMAS)
+                await hold.settle_llm(
+                    input_tokens=reply.input_tokens,
+                    cached_input_tokens=reply.cached_input_tokens,
+                    output_tokens=reply.output_tokens,
+                )
+        else:
+            reply = await self.policy.next_turn(messages, TOOL_SCHEMAS)
+        blob = await self.blobs.aput(_ENC.encode({"reply": reply.message(), "training": reply.training}))
+        await self.rt.emit(
+            AgentTurnTaken(
+                episode_id=ep,
+                turn=outcome.turns,
+                blob=blob,
+                input_tokens=reply.input_tokens,
+                cached_input_tokens=reply.cached_input_tokens,
+                output_tokens=reply.output_tokens,
+                sampler_version=setup.sampler_version,
+            )
+        )
+        outcome.turns += 1
+        for k, v in (("input", reply.input_tokens), ("cached_input", reply.cached_input_tokens)):
+            outcome.usage[k] = outcome.usage.get(k, 0) + v
+        outcome.usage["output"] = outcome.usage.get("output", 0) + reply.output_tokens
+        return reply
+
+    def _priced(self) -> bool:
+        """Whether this policy's calls go through the budget (an unpriced local policy costs nothing)."""
+        if self.gate is None or self.gate.prices is None:
+            return False
+        try:
+            self.gate.prices.model(self.policy.model)
+        except UnknownPrice:
+            return False
+        return True
+
+    async def _tool(
+        self,
+        setup: EpisodeSetup,
+        workspace: Workspace,
+        call_id: str,
+        name: str,
+        arguments: str,
+        outcome: EpisodeOutcome,
+    ) -> str:
+        ep = setup.episode_id
+        await self.rt.emit(ToolCalled(episode_id=ep, call_id=call_id, name=name, arguments=arguments))
+        result = run_tool(ToolCall(id=call_id, name=name, arguments=arguments), workspace, dict(setup.baselines))
+        if result.written is not None:
+            await self._record_file(ep, *result.written)
+        content, ok = result.content, result.ok
+        if result.submit:
+            content, ok = await self._submit(setup, workspace, outcome)
+        await self.rt.emit(
+            ToolReturned(
+                episode_id=ep, call_id=call_id, ok=ok, content=content[:4000], error="" if ok else content[:500]
+            )
+        )
+        return content
+
+    async def _submit(self, setup: EpisodeSetup, workspace: Workspace, outcome: EpisodeOutcome) -> tuple[str, bool]:
+        ep = setup.episode_id
+        outcome.attempts += 1
+        attempt = outcome.attempts
+        job: JobConfig | None
+        try:
+            job = load_job_config(setup.workspace / "job.toml")
+        except (JobConfigError, OSError):
+            job = None
+        outcome.parseable = outcome.parseable or job is not None
+        await self.rt.emit(SubmissionReceived(episode_id=ep, attempt=attempt, parseable=job is not None))
+        report = await self.validator.validate(setup.workspace, setup.spec, attempt)
+        if report.ok and job is not None:
+            bundle = await self.blobs.aput(make_bundle(workspace.snapshot(), setup.spec_json))
+            await self.rt.emit(
+                SubmissionValidated(
+                    episode_id=ep,
+                    attempt=attempt,
+                    checks=report.checks,
+                    probe_seconds=report.seconds,
+                    job_blob=bundle,
+                    isolation=report.isolation,
+                )
+            )
+            outcome.status, outcome.job, outcome.bundle = "validated", job, bundle
+            return f"Job validated on attempt {attempt} and queued for training.", True
+        await self.rt.emit(
+            SubmissionRejected(
+                episode_id=ep,
+                attempt=attempt,
+                checks=report.checks,
+                probe_seconds=report.seconds,
+                isolation=report.isolation,
+            )
+        )
+        if attempt >= setup.max_attempts:
+            outcome.status = "rejected"
+        return nudge(report, attempt, setup.max_attempts), False
+
+    async def _record_file(self, episode_id: str, path: str, data: bytes) -> None:
+        blob = await self.blobs.aput(data)
+        await self.rt.emit(WorkspaceFileWritten(episode_id=episode_id, path=path, blob=blob, size=len(data)))
+
+    async def _finish(self, outcome: EpisodeOutcome, reason: str) -> EpisodeOutcome:
+        await self.rt.emit(EpisodeFinished(episode_id=outcome.episode_id, status=outcome.status, reason=reason))
+        log.info("episode.finished", episode_id=outcome.episode_id, status=outcome.status, attempts=outcome.attempts)
+        return outcome

@@ -1,0 +1,63 @@
+"""The inner-trainer port: ``run(job) -> result`` with progress callbacks.
+
+The pod agent calls this one port. Implementations: the embedded CPU trainer (tiny Qwen3-architecture
+model, ``adapters/tiny``) and prime-rl + vLLM on a GPU pod (``adapters/prime_rl``). A job bundle is a
+directory: the agent's env package, ``job.toml``, and the task spec; scoring data never come with it
+(they reach the scoring phase only after training has finished).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal, Protocol
+
+import msgspec
+
+__all__ = ["FailureReason", "InnerTrainer", "JobBundle", "JobResult", "Progress", "ProgressCallback"]
+
+FailureReason = Literal["config_error", "env_crash", "oom", "timeout", "trainer_crash", "scoring_error", "cancelled"]
+
+
+class JobBundle(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a job's files are, unpacked: ``root/job.toml``, ``root/<env path>/``, ``root/task_spec.json``."""
+
+    job_id: str
+    family: str
+    root: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root)
+
+
+class Progress(msgspec.Struct, frozen=True, kw_only=True):
+    phase: Literal["pre_score", "train", "post_score"]
+    step: int = 0
+    total_steps: int = 0
+    reward: float | None = None
+    loss: float | None = None
+    message: str = ""
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None]]
+
+
+class JobResult(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    ok: bool
+    pre: float | None = None  # hidden-eval score of the base model (informational: reward uses best_pre)
+    post: float | None = None  # hidden-eval score after training
+    failure: FailureReason | None = None
+    detail: str = ""
+    train_seconds: float = 0.0
+    timings: dict[str, float] = {}  # phase -> seconds
+    metrics: dict[str, float] = {}
+    log_tail: str = ""
+    sampling: str = ""  # how the hidden eval sampled (e.g. "T=1.0, n=200"): scores state their sampling
+
+
+class InnerTrainer(Protocol):
+    name: str
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult: ...

@@ -1,0 +1,28 @@
+"""Shared fakes at the ports (validator, policies, providers). Tests import them from here, nowhere deeper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from events import CheckResult
+from families.spec import TaskSpec
+from handlers.episode.validation import ProbeReport
+
+__all__ = ["FakeValidator"]
+
+
+class FakeValidator:
+    """Accepts from attempt ``accept_from`` on; records what it was asked. Runs no agent code."""
+
+    def __init__(self, accept_from: int = 1) -> None:
+        self.accept_from = accept_from
+        self.calls: list[tuple[Path, str, int]] = []
+
+    async def validate(self, workspace: Path, spec: TaskSpec, attempt: int) -> ProbeReport:
+        self.calls.append((workspace, spec.name, attempt))
+        ok = attempt >= self.accept_from and (workspace / "job.toml").exists()
+        checks = [
+            CheckResult(name="job_config", ok=(workspace / "job.toml").exists(), detail="job.toml present"),
+            CheckResult(name="rubric_sanity", ok=ok, detail="" if ok else "reward cannot tell right from wrong"),
+        ]
+        return ProbeReport(ok=ok, checks=checks, seconds=0.01, parseable=True, isolation="fake")
