@@ -6,6 +6,7 @@ from typing import Any
 
 from engine.projection import Projection
 
+from .baseline_projection import BaselinesProjection
 from .budget import BudgetProjection
 from .episode.projection import EpisodesProjection
 from .reward_projection import RewardsProjection
@@ -16,4 +17,10 @@ __all__ = ["default_projections"]
 
 def default_projections() -> list[Projection[Any]]:
     """A fresh instance of every domain projection (the engine adds its own ``effects``)."""
-    return [RunSummaryProjection(), EpisodesProjection(), BudgetProjection(), RewardsProjection()]
+    return [
+        RunSummaryProjection(),
+        EpisodesProjection(),
+        BudgetProjection(),
+        RewardsProjection(),
+        BaselinesProjection(),
+    ]

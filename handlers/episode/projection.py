@@ -48,6 +48,8 @@ class EpisodeState(msgspec.Struct, kw_only=True):
     output_tokens: int = 0
     probe_seconds: list[float] = []
     job_id: str = ""
+    job_model: str = ""
+    job_time_budget_s: float = 0.0
     reward: float | None = None
     started_ts: float = 0.0
     finished_ts: float = 0.0
@@ -120,8 +122,9 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
 
     @handles(JobQueued)
     def _queued(self, s: dict[str, EpisodeState], e: JobQueued) -> dict[str, EpisodeState]:
-        if e.episode_id in s:
-            s[e.episode_id].job_id = e.job_id
+        ep = s.get(e.episode_id)
+        if ep is not None:
+            ep.job_id, ep.job_model, ep.job_time_budget_s = e.job_id, e.base_model, e.time_budget_s
         return s
 
     @handles(RewardComputed)
