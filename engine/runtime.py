@@ -68,6 +68,7 @@ class Runtime:
         self._subscribers: list[MemoryObjectSendStream[Recorded]] = []
         self._tg: TaskGroup | None = None
         self._last_durable = self.log.next_seq - 1
+        self._changed = anyio.Event()
 
     def _rebuild(self) -> dict[str, Any]:
         records = self.log.recovery.records
@@ -134,8 +135,16 @@ class Runtime:
         self.log.check(batch.error)
         return rec
 
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` (read from projections) holds; re-checked after each durable batch."""
+        while not predicate():
+            changed = self._changed
+            await changed.wait()
+
     def _publish(self, records: list[Recorded]) -> None:
         self._last_durable = records[-1].seq
+        self._changed.set()
+        self._changed = anyio.Event()
         for stream in self._subscribers:
             for rec in records:
                 # A closed stream: the reactor has finished; nothing left to tell it.

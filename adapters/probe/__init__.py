@@ -1,0 +1,34 @@
+"""The validation probe: the ``Validator`` port (``handlers.episode.validation``) with a sandboxed child.
+
+``ProbeValidator().validate(workspace, spec, attempt) -> ProbeReport`` runs the agent's env package only in
+a sandboxed child process (bubblewrap namespaces where available; see ``_isolation``), one per submission,
+and reports every check with what to fix. ``ProbeReport.isolation`` says exactly which isolation applied.
+
+Modules: ``_validator`` (the checks, in order), ``_sandbox`` (the child, its directory and channel),
+``_bwrap`` (the bubblewrap mounts), ``_isolation`` (what this machine allows), ``_limits`` (rlimits and
+stage timeouts), ``sandbox_driver`` (the trusted code that runs inside the sandbox), ``_static`` (source
+scan), ``_tasks`` (task checks and the hidden-eval comparison), ``_tools`` (tool interface comparison),
+``_rubric`` (gold vs wrong policies), ``_prime_map`` (the minimal prime-rl config mapping).
+"""
+
+from __future__ import annotations
+
+from ._isolation import IsolationPlan, detect_isolation
+from ._limits import ProbeLimits
+from ._prime_map import config_problems, prime_rl_config
+from ._static import FORBIDDEN_PACKAGES, scan_env
+from ._validator import CHECK_NAMES, VERIFIERS_VERSION, ProbeValidator, describe_isolation
+
+__all__ = [
+    "CHECK_NAMES",
+    "FORBIDDEN_PACKAGES",
+    "VERIFIERS_VERSION",
+    "IsolationPlan",
+    "ProbeLimits",
+    "ProbeValidator",
+    "config_problems",
+    "describe_isolation",
+    "detect_isolation",
+    "prime_rl_config",
+    "scan_env",
+]

@@ -1,0 +1,90 @@
+"""The tasks check: enough tasks, a typed ``answer`` field, and no task equal to a hidden eval item.
+
+The sandboxed child sends back every task's prompt and answer; the comparison with the family's hidden eval
+happens here, in the engine process, so the hidden set never enters the sandbox. A task matches a hidden
+item when its fingerprint (``families.fingerprint``: prompt and answer) equals one, or when its prompt equals
+a hidden prompt after normalisation (case and whitespace): a hidden prompt with any answer is a leak.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import families
+
+__all__ = ["hidden_index", "judge_tasks", "normalise_prompt"]
+
+
+def normalise_prompt(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+@functools.cache
+def hidden_index(family_name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(fingerprints, normalised prompts) of the family's hidden eval set; built once per process."""
+    family = families.get_family(family_name)
+    prompts = frozenset(normalise_prompt(t.prompt) for t in families.hidden_tasks(family))
+    return families.hidden_fingerprints(family), prompts
+
+
+def _fingerprint(family_name: str, prompt: str, answer: str) -> str:
+    return families.fingerprint(families.Task(id="", family=family_name, prompt=prompt, answer=answer))
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def hidden_matches(family_name: str, items: Sequence[dict[str, Any]]) -> list[int]:
+    """Indices of the tasks equal to a hidden eval item."""
+    fps, prompts = hidden_index(family_name)
+    hits = []
+    for i, item in enumerate(items):
+        prompt = str(item.get("prompt") or "")
+        answer = item.get("answer")
+        if normalise_prompt(prompt) in prompts or (
+            answer is not None and _fingerprint(family_name, prompt, str(answer)) in fps
+        ):
+            hits.append(i)
+    return hits
+
+
+def judge_tasks(reply: dict[str, Any], family_name: str, min_tasks: int) -> tuple[bool, str]:
+    """(ok, detail) for the child's ``load`` reply."""
+    items: list[dict[str, Any]] = reply.get("items", [])
+    count = len(items)
+    problems: list[str] = []
+    fields: dict[str, str] = reply.get("fields", {})
+    data_types = reply.get("data_types", [])
+    if count == 0:
+        problems.append("load() returned no tasks")
+    elif count < min_tasks and not reply.get("truncated"):
+        problems.append(f"only {count} tasks; at least {min_tasks} are needed (set num_tasks or generate more)")
+    if data_types == ["TaskData"] or (count and "answer" not in fields):
+        problems.append(
+            "the tasks' data type has no typed `answer` field: subclass vf.TaskData and declare "
+            "`answer: str` (the gold answer each rollout is scored against)"
+        )
+    elif len(data_types) > 1:
+        problems.append(f"load() yields several data types {data_types}; a taskset yields one task type")
+    missing = [i for i, it in enumerate(items) if it.get("answer") in (None, "")]
+    if missing and "answer" in fields:
+        problems.append(f"{len(missing)} tasks have an empty answer (first: task #{missing[0]})")
+    no_prompt = [i for i, it in enumerate(items) if not str(it.get("prompt") or "").strip()]
+    if no_prompt:
+        problems.append(f"{len(no_prompt)} tasks have an empty prompt (first: task #{no_prompt[0]})")
+    hits = hidden_matches(family_name, items)
+    if hits:
+        shown = "; ".join(f"#{i} {_short(str(items[i].get('prompt')))!r}" for i in hits[:3])
+        problems.append(
+            f"{len(hits)} of {count} tasks equal items of the hidden eval set ({shown}); training on the eval "
+            "set is not allowed: generate other tasks"
+        )
+    scope = f"{count} tasks" + (" (the first ones of an endless taskset)" if reply.get("truncated") else "")
+    if problems:
+        return False, f"{scope}: " + " | ".join(problems)
+    typed = ", ".join(f"{k}: {v}" for k, v in fields.items())
+    return True, f"{scope} loaded; data type {', '.join(data_types)} ({typed}); none equals a hidden eval item"

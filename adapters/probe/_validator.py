@@ -1,0 +1,287 @@
+"""The validation probe: the :class:`handlers.episode.validation.Validator` port, check by check.
+
+Checks, in order (each a ``CheckResult`` whose detail tells the agent what to fix):
+
+1. ``job_config``: job.toml parses; every ``[prime_rl]`` value known and inside the task's bounds;
+   ``static_scan``: no import of project packages, no literal file access outside the env package;
+2. ``env_import``: the env package imports with the real verifiers 0.4.0 and exports exactly one Taskset;
+3. ``tasks``: enough tasks, a typed ``answer``, none equal to a hidden eval item (compared here);
+4. ``tools``: the env's tools match the task's eval tool interface;
+5. ``rubric``: the env's reward scores a correct answer clearly above a wrong one;
+6. ``prime_rl_config``: the prime-rl config the job maps to is complete and consistent.
+
+Checks 2-5 run agent code, only in the sandboxed child (one per submission, so verifiers is imported
+once per submission); 1, 6 and every comparison with hidden or reference data run here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+import structlog
+
+from events import CheckResult
+from families.spec import TaskSpec
+from handlers.episode.setup import MIN_TASKS
+from handlers.episode.validation import ProbeReport
+from handlers.job_config import JobConfig, JobConfigError, check_bounds, load_job_config
+
+from ._isolation import IsolationPlan, Mode, detect_isolation
+from ._limits import ProbeLimits
+from ._prime_map import config_problems, prime_rl_config
+from ._rubric import judge_rubric, rubric_cases
+from ._sandbox import ChildFailure, Sandbox
+from ._static import scan_env
+from ._tasks import hidden_index, judge_tasks
+from ._tools import compare_tools
+
+__all__ = ["CHECK_NAMES", "VERIFIERS_VERSION", "ProbeValidator", "describe_isolation"]
+
+log = structlog.get_logger(__name__)
+
+VERIFIERS_VERSION = "0.4.0"
+CHECK_NAMES = ("job_config", "static_scan", "env_import", "tasks", "tools", "rubric", "prime_rl_config")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+def _redact(text: str) -> str:
+    """Defence in depth: no value of a secret-looking engine variable ever reaches a check's detail."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, f"<{name} redacted>")
+    return text
+
+
+def describe_isolation(
+    plan: IsolationPlan, uid: int | None, limits: ProbeLimits, nproc: int, uid_note: str = ""
+) -> str:
+    base = {
+        "bwrap": "bwrap(net+pid+ipc+uts+mount namespaces; fs: read-only system/python/venv, read-only "
+        "workspace copy, tmpfs home and /tmp; project, runs and keys not mounted)",
+        "unshare": "unshare(net+pid+ipc+uts namespaces; NO filesystem confinement)",
+        "none": "rlimits only (no namespaces; NO network or filesystem confinement)",
+    }[plan.mode]
+    parts = [base, f"uid {uid}" if uid is not None else "same uid as the engine"]
+    if uid_note:
+        parts[-1] += f" ({uid_note})"
+    parts += [f"rlimits({limits.summary(nproc)})", "scrubbed env", f"wall timeouts (total {limits.wall_s:g} s)"]
+    text = " + ".join(parts)
+    return f"{text} [weaker because: {plan.note}]" if plan.note else text
+
+
+def _check(name: str, ok: bool, detail: str, seconds: float = 0.0) -> CheckResult:
+    return CheckResult(name=name, ok=ok, detail=_redact(detail)[:4000], seconds=round(seconds, 3))
+
+
+class ProbeValidator:
+    """Validates a workspace in a sandboxed child; see the module docstring for the checks."""
+
+    def __init__(
+        self,
+        *,
+        limits: ProbeLimits | None = None,
+        isolation: Mode | Literal["auto"] = "auto",
+        python: Path | None = None,
+        min_tasks: int = MIN_TASKS,
+        max_tasks: int = 20_000,
+        rubric_tasks: int = 6,
+        preimport: bool = True,
+    ) -> None:
+        self.limits = limits or ProbeLimits()
+        self.isolation = isolation
+        self.python = python
+        self.min_tasks = min_tasks
+        self.max_tasks = max_tasks
+        self.rubric_tasks = rubric_tasks
+        # False: verifiers is imported by the env itself, inside the env_import stage (its timeout must then
+        # cover that import); tests of import-time attacks use it to skip the 5-9 s pre-import.
+        self.preimport = preimport
+
+    async def validate(self, workspace: Path, spec: TaskSpec, attempt: int) -> ProbeReport:
+        started = time.monotonic()
+        checks: list[CheckResult] = []
+        t = time.monotonic()
+        job, job_check = self._job_check(workspace, spec)
+        checks.append(job_check)
+        env_path = job.env.path if job is not None else "env"
+        path_problem = _env_path_problem(workspace, env_path)
+        t = time.monotonic()
+        if path_problem:
+            checks.append(_check("static_scan", False, path_problem))
+        else:
+            findings, scanned = scan_env(workspace, env_path)
+            checks.append(
+                _check(
+                    "static_scan",
+                    not findings,
+                    "; ".join(findings[:10]) + (f" (+{len(findings) - 10} more)" if len(findings) > 10 else "")
+                    if findings
+                    else f"{scanned} Python files scanned: no project imports, no file access outside the package",
+                    time.monotonic() - t,
+                )
+            )
+        isolation = ""
+        if job is None or path_problem:
+            why = "job.toml must parse first" if job is None else "[env].path must name a directory in the workspace"
+            checks += [_check(n, False, f"not run: {why}") for n in CHECK_NAMES[2:]]
+        else:
+            plan = detect_isolation(self.isolation)
+            isolation, sandbox_checks = await self._sandboxed(workspace, spec, job, plan)
+            checks += sandbox_checks
+        seconds = time.monotonic() - started
+        ok = all(c.ok for c in checks)
+        log.info(
+            "probe.validated",
+            attempt=attempt,
+            ok=ok,
+            seconds=round(seconds, 2),
+            failed=[c.name for c in checks if not c.ok],
+        )
+        return ProbeReport(
+            ok=ok, checks=checks, seconds=round(seconds, 3), parseable=job is not None, isolation=isolation
+        )
+
+    def _job_check(self, workspace: Path, spec: TaskSpec) -> tuple[JobConfig | None, CheckResult]:
+        t = time.monotonic()
+        try:
+            job = load_job_config(workspace / "job.toml")
+        except FileNotFoundError:
+            return None, _check("job_config", False, "job.toml is missing from the workspace root")
+        except (JobConfigError, OSError, UnicodeDecodeError) as exc:
+            return None, _check("job_config", False, str(exc).replace(str(workspace) + "/", ""))
+        errs = check_bounds(job.prime_rl, spec.bounds)
+        detail = "; ".join(errs) if errs else f"[prime_rl] within the bounds of {spec.name}; env {job.env.id!r}"
+        return job, _check("job_config", not errs, detail, time.monotonic() - t)
+
+    async def _sandboxed(
+        self, workspace: Path, spec: TaskSpec, job: JobConfig, plan: IsolationPlan
+    ) -> tuple[str, list[CheckResult]]:
+        lim = self.limits
+        deadline = time.monotonic() + lim.wall_s
+        checks: list[CheckResult] = []
+        results: dict[str, Any] = {}
+
+        def left(stage_s: float) -> float:
+            return max(0.1, min(stage_s, deadline - time.monotonic()))
+
+        box = Sandbox(workspace, plan, lim, self.python, preimport=self.preimport)
+        isolation = describe_isolation(plan, box.uid, lim, lim.nproc, box.uid_note)
+        try:
+            async with box:
+                isolation = describe_isolation(plan, box.uid, lim, box.nproc, box.uid_note)
+                hidden_index(spec.family)  # built while the child imports verifiers
+                t = time.monotonic()
+                ready = await box.wait_ready()
+                if not ready.get("ok"):
+                    raise ChildFailure(str(ready.get("error")))
+                if ready.get("verifiers") != VERIFIERS_VERSION:
+                    raise ChildFailure(f"verifiers {ready.get('verifiers')} in the sandbox, {VERIFIERS_VERSION} needed")
+                startup = time.monotonic() - t
+                checks.append(await self._import(box, job, left(lim.import_s), startup, results))
+                if results.get("import"):
+                    checks.append(await self._tasks(box, job, spec, left(lim.load_s), results))
+                    checks.append(await self._tools_check(box, spec, left(lim.tools_s), results))
+                    checks.append(await self._rubric(box, spec, left(lim.rubric_s), results))
+                else:
+                    checks += [_check(n, False, "not run: the env package must import first") for n in CHECK_NAMES[3:6]]
+        except ChildFailure as exc:
+            log.info("probe.child_failed", reason=str(exc), stderr=_redact(box.stderr_tail(500)))
+            done = {c.name for c in checks}
+            stage = next((n for n in CHECK_NAMES[2:6] if n not in done), None)
+            if stage is not None:
+                detail = f"{exc}" + (f"; stderr: {box.stderr_tail(600)}" if box.stderr_tail() else "")
+                checks.append(_check(stage, False, detail))
+            checks += [
+                _check(n, False, f"not run: the {stage} stage failed")
+                for n in CHECK_NAMES[2:6]
+                if n not in done and n != stage
+            ]
+        checks = _ordered(checks)
+        checks.append(self._config_check(job, results))
+        return isolation, checks
+
+    async def _import(
+        self, box: Sandbox, job: JobConfig, limit_s: float, startup: float, results: dict[str, Any]
+    ) -> CheckResult:
+        req = {"op": "import", "env_id": job.env.id, "env_path": job.env.path}
+        reply = await box.request(req, limit_s, "importing the env package")
+        if not reply.get("ok"):
+            err = str(reply.get("error"))
+            return _check("env_import", False, f"importing env {job.env.id!r} failed: {err}", reply.get("seconds", 0))
+        results["import"] = reply
+        detail = (
+            f"module {reply['module']} ({reply['file']}) imports with verifiers {VERIFIERS_VERSION} "
+            f"and exports one Taskset, {reply['taskset']} (sandbox start-up {startup:.1f} s)"
+        )
+        return _check("env_import", True, detail, reply.get("seconds", 0))
+
+    async def _tasks(
+        self, box: Sandbox, job: JobConfig, spec: TaskSpec, limit_s: float, results: dict[str, Any]
+    ) -> CheckResult:
+        req = {"op": "load", "env_id": job.env.id, "num_tasks": job.env.num_tasks, "max_tasks": self.max_tasks}
+        t = time.monotonic()
+        reply = await box.request(req, limit_s, "loading the tasks")
+        if not reply.get("ok"):
+            return _check("tasks", False, f"loading the tasks failed: {reply.get('error')}", time.monotonic() - t)
+        ok, detail = judge_tasks(reply, spec.family, self.min_tasks)
+        results["load"] = reply
+        return _check("tasks", ok, detail, time.monotonic() - t)
+
+    async def _tools_check(self, box: Sandbox, spec: TaskSpec, limit_s: float, results: dict[str, Any]) -> CheckResult:
+        t = time.monotonic()
+        reply = await box.request({"op": "tools"}, limit_s, "listing the tools")
+        if not reply.get("ok"):
+            return _check("tools", False, f"listing the env's tools failed: {reply.get('error')}", time.monotonic() - t)
+        ok, detail = compare_tools(spec.tools, reply.get("tools", []))
+        results["tools"] = reply.get("tools", []) if ok else []
+        return _check("tools", ok, detail, time.monotonic() - t)
+
+    async def _rubric(self, box: Sandbox, spec: TaskSpec, limit_s: float, results: dict[str, Any]) -> CheckResult:
+        load = results.get("load")
+        if not load or not load.get("items"):
+            return _check("rubric", False, "not run: no task loaded (see the tasks check)")
+        names = {str(t["name"]) for t in results.get("tools", [])}
+        cases = rubric_cases(load, spec.family, names, self.rubric_tasks)
+        t = time.monotonic()
+        reply = await box.request({"op": "rubric", "cases": cases}, limit_s, "scoring rollouts with the env's reward")
+        if not reply.get("ok"):
+            return _check("rubric", False, f"scoring failed: {reply.get('error')}", time.monotonic() - t)
+        ok, detail = judge_rubric(cases, reply.get("results", []))
+        return _check("rubric", ok, detail, time.monotonic() - t)
+
+    def _config_check(self, job: JobConfig, results: dict[str, Any]) -> CheckResult:
+        t = time.monotonic()
+        cfg = prime_rl_config(job)
+        imported = results.get("import")
+        load = results.get("load")
+        problems = config_problems(
+            cfg,
+            module=imported.get("module") if imported else None,
+            tasks_loaded=len(load["items"]) if load else None,
+        )
+        p = job.prime_rl
+        detail = "; ".join(problems) or (
+            f"model {p.model}, env {job.env.id}, 1 train source, {p.max_steps} steps x batch {p.batch_size} "
+            f"({p.batch_size // p.group_size} prompts x group {p.group_size}), {p.optimizer} lr {p.learning_rate:g}, "
+            f"{p.algorithm}/{p.loss}, max_tokens {p.max_tokens} of seq_len {p.seq_len}"
+        )
+        return _check("prime_rl_config", not problems, detail, time.monotonic() - t)
+
+
+def _ordered(checks: list[CheckResult]) -> list[CheckResult]:
+    rank = {n: i for i, n in enumerate(CHECK_NAMES)}
+    return sorted(checks, key=lambda c: rank.get(c.name, len(rank)))
+
+
+def _env_path_problem(workspace: Path, env_path: str) -> str:
+    p = PurePosixPath(env_path)
+    if p.is_absolute() or ".." in p.parts or not env_path.strip():
+        return f"[env].path {env_path!r} must be a relative directory inside the workspace, e.g. 'env'"
+    full = workspace / env_path
+    if full.is_symlink() or not full.is_dir():
+        return f"[env].path {env_path!r}: no such directory in the workspace"
+    return ""
