@@ -31,7 +31,16 @@ from .episode import (
     ToolReturned,
     WorkspaceFileWritten,
 )
-from .fleet import PodIdle, PodLost, PodProvisionFailed, PodReady, PodRequested, PodTerminated
+from .fleet import (
+    PodCreated,
+    PodIdle,
+    PodLost,
+    PodProvisionFailed,
+    PodReady,
+    PodRequested,
+    PodTerminated,
+    PodTerminating,
+)
 from .job import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
 from .learning import (
     BaselineFrozen,
@@ -73,6 +82,8 @@ Event = (
     | PodIdle
     | PodLost
     | PodTerminated
+    | PodCreated
+    | PodTerminating
     | CostReserved
     | CostSettled
     | CostRefused
@@ -112,12 +123,14 @@ __all__ = [
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",
+    "PodCreated",
     "PodIdle",
     "PodLost",
     "PodProvisionFailed",
     "PodReady",
     "PodRequested",
     "PodTerminated",
+    "PodTerminating",
     "Recorded",
     "Request",
     "RewardComputed",

@@ -1,8 +1,14 @@
-"""Inner training job events: the queue's lifecycle of one validated job."""
+"""Inner training job events: the queue's lifecycle of one validated job.
+
+Running one attempt of a job on a pod is a side effect: ``job.assigned`` is its request (the runtime fills
+``key``; the pod agent is told the job id, so a resubmission after a crash finds the same run), and
+``job.succeeded`` / ``job.failed`` / ``job.requeued`` are its outcomes, carrying the attempt's key. A job
+that ends without an open attempt (e.g. a bundle that cannot be read) ends with an empty key.
+"""
 
 from __future__ import annotations
 
-from ._base import EventBody, event
+from ._base import EventBody, Outcome, Request, event
 
 __all__ = [
     "JobAssigned",
@@ -26,7 +32,9 @@ class JobQueued(EventBody, frozen=True, kw_only=True):
 
 
 @event("job.assigned")
-class JobAssigned(EventBody, frozen=True, kw_only=True):
+class JobAssigned(Request, frozen=True, kw_only=True):
+    """Attempt ``attempt`` of the job goes to ``pod_id``: the request half of running it there."""
+
     job_id: str
     pod_id: str
     attempt: int = 1
@@ -34,8 +42,11 @@ class JobAssigned(EventBody, frozen=True, kw_only=True):
 
 @event("job.started")
 class JobStarted(EventBody, frozen=True, kw_only=True):
+    """The pod agent accepted the attempt and is running it."""
+
     job_id: str
     pod_id: str
+    attempt: int = 0
 
 
 @event("job.progressed")
@@ -44,27 +55,43 @@ class JobProgressed(EventBody, frozen=True, kw_only=True):
     step: int
     reward: float | None = None
     loss: float | None = None
+    phase: str = ""  # pre_score | train | post_score
+    total_steps: int = 0
+    cursor: int = 0  # position in the pod agent's event stream: a reconnecting controller resumes after it
+    attempt: int = 0
 
 
 @event("job.succeeded")
-class JobSucceeded(EventBody, frozen=True, kw_only=True):
+class JobSucceeded(Outcome, frozen=True, kw_only=True):
+    key: str = ""  # the attempt's job.assigned key
     job_id: str
     pre: float
     post: float
     train_seconds: float
     timings: dict[str, float] = {}
-    result_blob: str = ""
+    result_blob: str = ""  # blob hash of the pod agent's result document (result, metrics, logs, timings)
+    pod_id: str = ""
+    attempt: int = 0
+    metrics: dict[str, float] = {}
 
 
 @event("job.failed")
-class JobFailed(EventBody, frozen=True, kw_only=True):
+class JobFailed(Outcome, frozen=True, kw_only=True):
+    key: str = ""
     job_id: str
     reason: str  # classified: config_error | env_crash | oom | timeout | trainer_crash | pod_lost | ...
     detail: str = ""
+    result_blob: str = ""
+    pod_id: str = ""
+    attempt: int = 0
 
 
 @event("job.requeued")
-class JobRequeued(EventBody, frozen=True, kw_only=True):
+class JobRequeued(Outcome, frozen=True, kw_only=True):
+    """The attempt ended without a result (its pod died): the job waits for attempt ``attempt + 1``."""
+
+    key: str = ""
     job_id: str
     reason: str
     attempt: int
+    pod_id: str = ""

@@ -9,6 +9,8 @@ from engine.projection import Projection
 from .baseline_projection import BaselinesProjection
 from .budget import BudgetProjection
 from .episode.projection import EpisodesProjection
+from .fleet import FleetProjection
+from .queue import QueueProjection
 from .reward_projection import RewardsProjection
 from .run_summary import RunSummaryProjection
 
@@ -23,4 +25,6 @@ def default_projections() -> list[Projection[Any]]:
         BudgetProjection(),
         RewardsProjection(),
         BaselinesProjection(),
+        QueueProjection(),
+        FleetProjection(),
     ]

@@ -70,4 +70,5 @@ class ScriptedPolicy:
             for i, c in enumerate(turn.tool_calls)
         ]
         self._next += 1
-        return AgentReply(content=turn.content, tool_calls=calls, model=self.model, finish_reason="tool_calls")
+        finish = "tool_calls" if calls else "stop"
+        return AgentReply(content=turn.content, tool_calls=calls, model=self.model, finish_reason=finish)

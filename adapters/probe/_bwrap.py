@@ -97,6 +97,9 @@ def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, 
     b.args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in sorted(env.items()):
         b.args += ["--setenv", key, value]
+    # The scratch /tmp goes first: the venv (or a clone of the project) may itself live under /tmp, and a
+    # tmpfs mounted after its bind would hide it.
+    b.tmpfs(Path("/tmp"), limits.tmpfs_bytes, "01777")
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/", top)
         if path.is_symlink():
@@ -111,7 +114,6 @@ def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, 
     for mask in _project_masks(trees):
         b.args += ["--tmpfs", str(mask)]
     b.args += ["--proc", "/proc", "--dev", "/dev"]
-    b.tmpfs(Path("/tmp"), limits.tmpfs_bytes, "01777")
     b.bind(root / "ws", INSIDE / "ws")
     b.bind(DRIVER, INSIDE / "driver.py")
     b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")

@@ -10,11 +10,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import costs_cmd, replay_cmd, tail_cmd
+from . import (
+    costs_cmd,
+    episode_cmd,
+    pod_agent_cmd,
+    replay_cmd,
+    tail_cmd,
+    worker_cmd,
+)
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (costs_cmd, replay_cmd, tail_cmd)
+_COMMANDS = (
+    episode_cmd,
+    worker_cmd,
+    pod_agent_cmd,
+    replay_cmd,
+    tail_cmd,
+    costs_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -45,6 +45,7 @@ def _values(spec: TaskSpec, max_attempts: int, reward: RewardConfig) -> dict[str
     env_id = env_id_for(spec)
     return {
         "description": spec.description,
+        "system_prompt": spec.system_prompt.replace("\n", " "),
         "module": env_id.replace("-", "_"),
         "env_id": env_id,
         "min_tasks": MIN_TASKS,

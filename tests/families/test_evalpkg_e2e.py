@@ -160,16 +160,12 @@ async def test_calc_chain_reference_solver_scores_1(vf_home: Path, tmp_path: Pat
         assert r.request.messages[0].role == "system"
 
 
-async def test_calc_chain_nonsense_scores_0(vf_home: Path, tmp_path: Path) -> None:
-    pkg = build_eval_package("calc_chain", tmp_path / "pkg")
-    async with OpenAIServer(NonsensePolicy()) as server:
-        episodes = await vf_eval(pkg, server, 2, vf_home, tmp_path)
-    for episode in episodes:
-        _, reward, calls = outcome(episode)
-        assert (reward, calls) == (0.0, 0.0)
+# Each vf-eval costs ~20-30 s of process start-up on 2 cores, so CI runs the stateful family (ledger) and the
+# held-out one (triage); AIT_FULL_E2E=1 runs every family (all six passed when measured; see docs/families.md).
+_E2E = [n for n in available() if n != "calc_chain" and (os.environ.get("AIT_FULL_E2E") or n in ("ledger", "triage"))]
 
 
-@pytest.mark.parametrize("name", [n for n in available() if n != "calc_chain"])
+@pytest.mark.parametrize("name", _E2E)
 async def test_every_family_reference_1_nonsense_0(name: str, vf_home: Path, tmp_path: Path) -> None:
     family = get_family(name)
     hidden = list(hidden_tasks(family))

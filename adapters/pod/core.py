@@ -1,0 +1,284 @@
+"""The pod agent's job manager, without HTTP: accept a bundle, run it through an inner trainer, keep its stream.
+
+One job runs at a time (a pod is one GPU). Submission is idempotent by job id: the same id with the same
+bundle returns the existing job whatever its state; the same id with different bytes is a conflict. Each
+job keeps an append-only event stream (``seq`` from 1) that a reader pages through with a cursor and
+long-polls at its end, so a controller that reconnects misses nothing. Every run is appended to
+``<workdir>/runs.jsonl`` (the agent's own journal: what started, when).
+
+The HTTP service (:mod:`.server`) and the in-process agent (:mod:`.inproc`) both wrap this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from handlers.agent_port import (
+    AgentBusy,
+    AgentError,
+    AgentEvent,
+    AgentEventsPage,
+    AgentHealth,
+    AgentJobConflict,
+    AgentJobStatus,
+    AgentJobUnknown,
+    AgentNotFinished,
+    AgentResult,
+    JobSubmission,
+)
+from handlers.episode.bundle import unpack_bundle
+from handlers.inner_port import InnerTrainer, JobBundle, JobResult, Progress
+
+__all__ = ["AGENT_VERSION", "AgentCore", "BadSubmission", "valid_job_id"]
+
+AGENT_VERSION = "1"
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_LOG_LINES = 2000
+_MAX_WAIT_S = 60.0  # a long poll never outlasts a proxy's request timeout (Runpod's is 100 s)
+
+
+class BadSubmission(AgentError):
+    """The submission itself is wrong (job id, bundle bytes, checksum): 400."""
+
+
+def valid_job_id(job_id: str) -> bool:
+    return bool(_JOB_ID.match(job_id))
+
+
+class _Job:
+    def __init__(self, sub: JobSubmission, sha: str, now: float) -> None:
+        self.sub = sub
+        self.sha = sha
+        self.state = "queued"
+        self.events: list[AgentEvent] = []
+        self.log: deque[str] = deque(maxlen=_LOG_LINES)
+        self.result: JobResult | None = None
+        self.timings: dict[str, float] = {"queued_at": now}
+        self.changed = asyncio.Condition()
+        self.task: asyncio.Task[None] | None = None
+
+    def status(self, *, created: bool = False) -> AgentJobStatus:
+        return AgentJobStatus(
+            job_id=self.sub.job_id,
+            state=self.state,
+            attempt=self.sub.attempt,
+            family=self.sub.family,
+            bundle_sha256=self.sha,
+            events=len(self.events),
+            created=created,
+        )
+
+
+class AgentCore:
+    def __init__(self, trainer: InnerTrainer, workdir: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.trainer = trainer
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._jobs: dict[str, _Job] = {}
+        self._started = time.monotonic()
+        self.last_activity = time.monotonic()
+
+    # -- queries -----------------------------------------------------------------------------------
+
+    def _job(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise AgentJobUnknown(f"no job {job_id!r} on this pod")
+        return job
+
+    def busy(self) -> str:
+        return next((j.sub.job_id for j in self._jobs.values() if j.state in ("queued", "running")), "")
+
+    def health(self) -> AgentHealth:
+        return AgentHealth(
+            ok=True,
+            trainer=self.trainer.name,
+            version=AGENT_VERSION,
+            busy=self.busy(),
+            jobs=len(self._jobs),
+            uptime_s=round(time.monotonic() - self._started, 3),
+        )
+
+    def status(self, job_id: str) -> AgentJobStatus:
+        return self._job(job_id).status()
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    # -- submission --------------------------------------------------------------------------------
+
+    async def submit(self, sub: JobSubmission, bundle: bytes) -> AgentJobStatus:
+        if not valid_job_id(sub.job_id):
+            raise BadSubmission(f"job id {sub.job_id!r}: letters, digits, '_', '.', '-' (at most 128)")
+        sha = hashlib.sha256(bundle).hexdigest()
+        if sub.bundle_sha256 and sub.bundle_sha256 != sha:
+            raise BadSubmission(f"bundle sha256 is {sha}, the submission says {sub.bundle_sha256}: bytes damaged")
+        existing = self._jobs.get(sub.job_id)
+        if existing is not None:
+            if existing.sha != sha:
+                raise AgentJobConflict(f"job {sub.job_id!r} exists with another bundle ({existing.sha[:12]})")
+            return existing.status()  # idempotent: the same job, never a second run
+        running = self.busy()
+        if running:
+            raise AgentBusy(f"busy with job {running!r}: one job per pod")
+        root = self.workdir / "jobs" / sub.job_id / "bundle"
+        try:
+            await asyncio.to_thread(self._unpack, bundle, root)
+        except (ValueError, OSError, EOFError) as exc:
+            raise BadSubmission(f"bundle of {sub.job_id!r} cannot be unpacked: {exc}") from None
+        job = _Job(msgspec.structs.replace(sub, bundle_sha256=sha), sha, self._clock())
+        self._jobs[sub.job_id] = job
+        self._emit(job, AgentEvent(seq=0, ts=0.0, kind="state", state="queued"))
+        job.task = asyncio.create_task(self._run(job, root), name=f"job-{sub.job_id}")
+        return job.status(created=True)
+
+    @staticmethod
+    def _unpack(bundle: bytes, root: Path) -> None:
+        import shutil
+        import tarfile
+
+        if root.exists():  # a half-unpacked bundle from a refused earlier try
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        try:
+            unpack_bundle(bundle, root)
+        except tarfile.TarError as exc:
+            raise ValueError(f"not a tar archive: {exc}") from None
+
+    # -- the stream ----------------------------------------------------------------------------------
+
+    def _emit(self, job: _Job, ev: AgentEvent) -> None:
+        ev = msgspec.structs.replace(ev, seq=len(job.events) + 1, ts=self._clock())
+        job.events.append(ev)
+        if ev.kind == "state":
+            job.log.append(f"{ev.ts:.3f} state {ev.state}")
+        elif ev.message:
+            job.log.append(f"{ev.ts:.3f} {ev.kind} {ev.phase} {ev.message}".rstrip())
+
+        async def notify() -> None:
+            async with job.changed:
+                job.changed.notify_all()
+
+        # Called from synchronous code paths too: wake the pollers on the loop.
+        asyncio.get_running_loop().create_task(notify())
+
+    async def events(self, job_id: str, cursor: int, wait_s: float) -> AgentEventsPage:
+        job = self._job(job_id)
+        if cursor < 0:
+            raise BadSubmission(f"cursor must be >= 0, got {cursor}")
+        wait_s = max(0.0, min(wait_s, _MAX_WAIT_S))
+        if len(job.events) <= cursor and job.state in ("queued", "running") and wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s), job.changed:
+                    await job.changed.wait_for(lambda: len(job.events) > cursor or job.result is not None)
+        events = job.events[cursor:]
+        done = job.result is not None
+        return AgentEventsPage(job_id=job_id, events=events, next_cursor=cursor + len(events), done=done)
+
+    def result(self, job_id: str) -> AgentResult:
+        job = self._job(job_id)
+        if job.result is None:
+            raise AgentNotFinished(f"job {job_id!r} is {job.state}")
+        return AgentResult(
+            job_id=job_id,
+            attempt=job.sub.attempt,
+            state=job.state,
+            result=job.result,
+            bundle_sha256=job.sha,
+            trainer=self.trainer.name,
+            timings=dict(job.timings),
+            log="\n".join(job.log),
+        )
+
+    async def cancel(self, job_id: str) -> AgentJobStatus:
+        job = self._job(job_id)
+        if job.task is not None and not job.task.done():
+            job.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await job.task
+        return job.status()
+
+    async def close(self) -> None:
+        """Cancel every running job (the agent is shutting down)."""
+        for job in list(self._jobs.values()):
+            if job.task is not None and not job.task.done():
+                job.task.cancel()
+        tasks = [j.task for j in self._jobs.values() if j.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- running -------------------------------------------------------------------------------------
+
+    def _journal(self, job: _Job) -> None:
+        entry = {"job_id": job.sub.job_id, "attempt": job.sub.attempt, "bundle_sha256": job.sha}
+        line = msgspec.json.encode({**entry, "started_at": self._clock()})
+        with (self.workdir / "runs.jsonl").open("ab") as f:
+            f.write(line + b"\n")
+
+    async def _run(self, job: _Job, root: Path) -> None:
+        sub = job.sub
+        job.state = "running"
+        job.timings["started_at"] = self._clock()
+        self._emit(job, AgentEvent(seq=0, ts=0.0, kind="state", state="running"))
+        self._journal(job)
+
+        async def progress(p: Progress) -> None:
+            self.touch()
+            self._emit(
+                job,
+                AgentEvent(
+                    seq=0,
+                    ts=0.0,
+                    kind="progress",
+                    phase=p.phase,
+                    step=p.step,
+                    total_steps=p.total_steps,
+                    reward=p.reward,
+                    loss=p.loss,
+                    message=p.message,
+                ),
+            )
+
+        t0 = time.monotonic()
+        try:
+            bundle = JobBundle(job_id=sub.job_id, family=sub.family, root=str(root))
+            if sub.time_budget_s > 0:
+                async with asyncio.timeout(sub.time_budget_s):
+                    result = await self.trainer.run(bundle, progress)
+            else:
+                result = await self.trainer.run(bundle, progress)
+        except TimeoutError:
+            result = JobResult(
+                job_id=sub.job_id, ok=False, failure="timeout", detail=f"over its {sub.time_budget_s:g} s budget"
+            )
+        except asyncio.CancelledError:  # a cancel request or the agent shutting down: the job ends, recorded
+            result = JobResult(job_id=sub.job_id, ok=False, failure="cancelled", detail="cancelled on the pod")
+        except Exception as exc:  # the trainer's bug or the env's crash: the job fails, the agent lives on
+            tail = "".join(traceback.format_exception(exc))[-4000:]
+            detail = f"{type(exc).__name__}: {exc}"
+            result = JobResult(job_id=sub.job_id, ok=False, failure="trainer_crash", detail=detail, log_tail=tail)
+        if result.job_id != sub.job_id:
+            result = msgspec.structs.replace(result, job_id=sub.job_id)
+        job.timings["finished_at"] = self._clock()
+        job.timings["wall_s"] = round(time.monotonic() - t0, 6)
+        for phase, seconds in result.timings.items():
+            job.timings[f"phase.{phase}"] = seconds
+        if result.log_tail:
+            job.log.extend(result.log_tail.splitlines()[-200:])
+        job.result = result
+        job.state = "succeeded" if result.ok else "failed"
+        self._emit(
+            job,
+            AgentEvent(seq=0, ts=0.0, kind="state", state=job.state, message=result.failure or ""),
+        )
+        self.touch()

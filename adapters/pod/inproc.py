@@ -1,0 +1,86 @@
+"""In-process pod agents behind the :class:`~handlers.agent_port.PodAgent` port (no HTTP).
+
+For the simulated provider and for tests: each pod URL gets its own :class:`~.core.AgentCore` (created on
+first use) running the given trainer in this process, with the same idempotency and stream semantics as the
+HTTP agent. ``kill(url)`` makes a pod stop answering, the way a dead pod does.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from handlers.agent_port import (
+    AgentAuthError,
+    AgentEventsPage,
+    AgentHealth,
+    AgentJobStatus,
+    AgentResult,
+    AgentUnreachable,
+    JobSubmission,
+)
+from handlers.inner_port import InnerTrainer
+
+from .core import AgentCore
+
+__all__ = ["InProcessAgents"]
+
+
+class InProcessAgents:
+    def __init__(
+        self,
+        trainer: Callable[[], InnerTrainer],
+        workdir: Path | None = None,
+        *,
+        token_for_url: Callable[[str], str] | None = None,
+    ) -> None:
+        self._trainer = trainer
+        self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ait-inproc-agents-"))
+        self._token_for_url = token_for_url
+        self.cores: dict[str, AgentCore] = {}
+        self.dead: set[str] = set()
+
+    def _core(self, url: str, token: str) -> AgentCore:
+        if url in self.dead:
+            raise AgentUnreachable(f"{url}: connection refused (the pod is dead)")
+        if self._token_for_url is not None and token != self._token_for_url(url):
+            raise AgentAuthError(f"{url}: 401 unauthorized")
+        core = self.cores.get(url)
+        if core is None:
+            name = "".join(c if c.isalnum() else "_" for c in url)
+            core = self.cores[url] = AgentCore(self._trainer(), self._workdir / name)
+        core.touch()
+        return core
+
+    async def kill(self, url: str) -> None:
+        """The pod dies: its job stops and it never answers again."""
+        self.dead.add(url)
+        core = self.cores.get(url)
+        if core is not None:
+            await core.close()
+
+    async def close(self) -> None:
+        for core in self.cores.values():
+            await core.close()
+
+    async def health(self, url: str, token: str) -> AgentHealth:
+        return self._core(url, token).health()
+
+    async def submit(self, url: str, token: str, job: JobSubmission, bundle: bytes) -> AgentJobStatus:
+        return await self._core(url, token).submit(job, bundle)
+
+    async def status(self, url: str, token: str, job_id: str) -> AgentJobStatus:
+        return self._core(url, token).status(job_id)
+
+    async def events(self, url: str, token: str, job_id: str, cursor: int, wait_s: float) -> AgentEventsPage:
+        page = await self._core(url, token).events(job_id, cursor, wait_s)
+        if url in self.dead:  # killed while we waited
+            raise AgentUnreachable(f"{url}: connection reset")
+        return page
+
+    async def result(self, url: str, token: str, job_id: str) -> AgentResult:
+        return self._core(url, token).result(job_id)
+
+    async def cancel(self, url: str, token: str, job_id: str) -> AgentJobStatus:
+        return await self._core(url, token).cancel(job_id)

@@ -1,0 +1,192 @@
+"""The pod agent's HTTP service (aiohttp): an authenticated front for :class:`~.core.AgentCore`.
+
+Every request, whatever its path, needs ``Authorization: Bearer <token>``; without it the answer is 401
+and nothing runs, nothing is read, nothing is listed. The token is compared in constant time and never
+logged. Endpoints (docs/gpu-runner-spec.md has the full protocol):
+
+- ``GET  /health``                        agent version, trainer, busy job
+- ``POST /jobs/{id}?family=&attempt=&time_budget_s=&sha256=``  body: the bundle tar; idempotent by id
+- ``GET  /jobs/{id}``                     status
+- ``GET  /jobs/{id}/events?cursor=N&wait=S``  events after N, long-polling up to S seconds
+- ``GET  /jobs/{id}/result``              the result document (409 until the job has finished)
+- ``POST /jobs/{id}/cancel``              stop it
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+import structlog
+from aiohttp import web
+
+from handlers.agent_port import (
+    AgentBusy,
+    AgentError,
+    AgentJobConflict,
+    AgentJobUnknown,
+    AgentNotFinished,
+    JobSubmission,
+)
+
+from .core import AgentCore, BadSubmission
+
+__all__ = ["MAX_BUNDLE_BYTES", "make_app", "serve"]
+
+log = structlog.get_logger("adapters.pod.agent")
+
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
+_CORE: web.AppKey[AgentCore] = web.AppKey("core", AgentCore)
+_TOKEN: web.AppKey[bytes] = web.AppKey("token", bytes)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(obj: object, status: int = 200) -> web.Response:
+    return web.Response(body=msgspec.json.encode(obj), status=status, content_type="application/json")
+
+
+def _error(status: int, code: str, detail: str) -> web.Response:
+    return _json({"error": code, "detail": detail}, status)
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), request.app[_TOKEN]):
+        resp = _error(401, "unauthorized", "a valid bearer token is required")
+        resp.headers["WWW-Authenticate"] = "Bearer"
+        return resp
+    request.app[_CORE].touch()
+    try:
+        return await handler(request)
+    except AgentJobUnknown as exc:
+        return _error(404, "unknown_job", str(exc))
+    except AgentJobConflict as exc:
+        return _error(409, "conflict", str(exc))
+    except AgentBusy as exc:
+        return _error(409, "busy", str(exc))
+    except AgentNotFinished as exc:
+        return _error(409, "not_finished", str(exc))
+    except BadSubmission as exc:
+        return _error(400, "bad_request", str(exc))
+    except AgentError as exc:
+        return _error(500, "agent_error", str(exc))
+
+
+def _query_num(request: web.Request, name: str, default: float) -> float:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise BadSubmission(f"query parameter {name}={raw!r} is not a number") from None
+
+
+async def _health(request: web.Request) -> web.Response:
+    return _json(request.app[_CORE].health())
+
+
+async def _submit(request: web.Request) -> web.Response:
+    core = request.app[_CORE]
+    sub = JobSubmission(
+        job_id=request.match_info["job_id"],
+        family=request.query.get("family", ""),
+        attempt=int(_query_num(request, "attempt", 1)),
+        time_budget_s=_query_num(request, "time_budget_s", 0.0),
+        bundle_sha256=request.query.get("sha256", ""),
+    )
+    bundle = await request.read()
+    status = await core.submit(sub, bundle)
+    if status.created:
+        log.info("job.accepted", job_id=sub.job_id, attempt=sub.attempt, bytes=len(bundle))
+    return _json(status, 201 if status.created else 200)
+
+
+async def _status(request: web.Request) -> web.Response:
+    return _json(request.app[_CORE].status(request.match_info["job_id"]))
+
+
+async def _events(request: web.Request) -> web.Response:
+    cursor = int(_query_num(request, "cursor", 0))
+    wait = _query_num(request, "wait", 0.0)
+    page = await request.app[_CORE].events(request.match_info["job_id"], cursor, wait)
+    return _json(page)
+
+
+async def _result(request: web.Request) -> web.Response:
+    return _json(request.app[_CORE].result(request.match_info["job_id"]))
+
+
+async def _cancel(request: web.Request) -> web.Response:
+    return _json(await request.app[_CORE].cancel(request.match_info["job_id"]))
+
+
+def make_app(core: AgentCore, token: str) -> web.Application:
+    if len(token) < 16:
+        raise ValueError("the pod agent's bearer token must be at least 16 characters")
+    app = web.Application(middlewares=[_auth], client_max_size=MAX_BUNDLE_BYTES)
+    app[_CORE] = core
+    app[_TOKEN] = token.encode()
+    app.router.add_get("/health", _health)
+    app.router.add_post("/jobs/{job_id}", _submit)
+    app.router.add_get("/jobs/{job_id}", _status)
+    app.router.add_get("/jobs/{job_id}/events", _events)
+    app.router.add_get("/jobs/{job_id}/result", _result)
+    app.router.add_post("/jobs/{job_id}/cancel", _cancel)
+    return app
+
+
+def _write_url_file(path: Path, url: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    os.replace(tmp, path)
+
+
+async def serve(
+    core: AgentCore,
+    token: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    url_file: Path | None = None,
+    idle_exit_s: float = 0.0,
+    announce: Callable[[str], None] = lambda _url: None,
+) -> None:
+    """Serve until SIGTERM / SIGINT (or ``idle_exit_s`` without a job or a request); then stop the job."""
+    app = make_app(core, token)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    sock = socket.create_server((host, port))
+    site = web.SockSite(runner, sock)
+    await site.start()
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    announce(url)
+    if url_file is not None:
+        _write_url_file(url_file, url)
+    log.info("agent.listening", url=url, trainer=core.trainer.name)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            if idle_exit_s > 0 and not core.busy() and time.monotonic() - core.last_activity > idle_exit_s:
+                log.warning("agent.idle_exit", idle_s=idle_exit_s)
+                break
+    finally:
+        await core.close()
+        await runner.cleanup()

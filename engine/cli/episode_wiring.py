@@ -1,0 +1,93 @@
+"""Choosing the concrete adapters for ``ait episode``: the agent policy, the probe, the job runner, baselines.
+
+With no API keys and no flags: the scripted agent (``fixtures/trajectories/<family>_good.json``), the
+sandboxed probe, local subprocess pods running the embedded CPU trainer, and the CPU baselines file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from .episode_cmd import EpisodeDeps
+
+__all__ = ["REPO", "default_deps", "make_policy"]
+
+REPO = Path(__file__).resolve().parents[2]
+TRAJECTORIES = REPO / "fixtures" / "trajectories"
+BASELINES = {"cpu": REPO / "fixtures" / "baselines" / "cpu.json", "standin": None}
+
+
+def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str]:
+    """The policy for ``--agent`` and a description of it."""
+    from adapters.agents import ScriptedPolicy, load_trajectory
+
+    kind, _, arg = agent.partition(":")
+    if kind == "scripted":
+        path = Path(arg) if arg else TRAJECTORIES / f"{family}_good.json"
+        if not path.exists():
+            raise ValueError(f"no scripted trajectory at {path}; pass --agent scripted:PATH or openai:MODEL")
+        return ScriptedPolicy(load_trajectory(path)), f"scripted ({path.name})"
+    if kind == "openai":
+        from adapters.agents.openai import OpenAIConfig, OpenAIPolicy
+
+        if not arg:
+            raise ValueError("--agent openai:MODEL needs a model name, e.g. openai:gpt-4.1-mini")
+        config = OpenAIConfig(model=arg, base_url=base_url or os.environ.get("OPENAI_BASE_URL", OpenAIConfig.base_url))
+        return OpenAIPolicy(config), f"OpenAI-compatible API ({config.base_url}, model {arg})"
+    raise ValueError(f"unknown --agent {agent!r}: use scripted, scripted:PATH or openai:MODEL")
+
+
+def _baselines(trainer: str) -> tuple[dict[str, dict[str, float]], str]:
+    from handlers.baselines import load_baselines
+
+    path = BASELINES.get(trainer)
+    if path is None or not path.exists():
+        return {}, "none frozen (a succeeded job cannot be scored for uplift)"
+    return load_baselines(path), str(path.relative_to(REPO))
+
+
+def default_deps(args: argparse.Namespace) -> EpisodeDeps:
+    from adapters.probe import ProbeValidator
+    from families.spec import load_spec
+
+    spec = load_spec(args.task)
+    policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
+    validator = ProbeValidator()
+    baselines, baselines_desc = _baselines(args.trainer)
+    if not args.no_job and not baselines.get(spec.family):
+        raise ValueError(
+            f"no frozen baseline for {spec.family} with the {args.trainer} trainer, so a job's uplift cannot be "
+            f"scored: run `ait baselines --inner {args.trainer}` first, or pass --no-job to stop after validation"
+        )
+    ran_on = {
+        "agent": policy_desc,
+        "validation": "sandboxed probe (isolation reported per submission in the log)",
+        "baselines": baselines_desc,
+    }
+
+    async def run_job(rt: Any, job_id: str) -> None:
+        from engine.rundir import RunDir
+        from handlers.fleet_policy import FleetConfig
+        from handlers.prices import load_prices
+
+        from .worker_wiring import drain
+
+        ns = argparse.Namespace(
+            provider="local", trainer=args.trainer, trainer_opt=list(args.trainer_opt), image="", once=True
+        )
+        config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
+        summary = await drain(rt, RunDir(rt.directory), ns, config, load_prices())
+        if summary.status != "drained":
+            raise RuntimeError(f"job {job_id}: the local worker stopped with {summary.status}: {summary.message}")
+
+    ran_on["jobs"] = f"local subprocess pod agent, trainer {args.trainer}"
+    return EpisodeDeps(
+        policy=policy,
+        validator=validator,
+        job_runner=None if args.no_job else run_job,
+        baselines=baselines,
+        ran_on=ran_on,
+    )

@@ -1,0 +1,81 @@
+"""``ait pod-agent --port 0 --token-file F --trainer standin``: serve the pod-agent protocol on this machine.
+
+Prints ``ait pod-agent: listening on <url> (trainer <name>)`` once it accepts connections. The bearer token
+comes from a file (``--token-file``) or an environment variable (``--token-env``), never from the command line.
+Only light modules are imported before the trainer is chosen, so a pod is answering within a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("pod-agent", help="run the pod agent: the authenticated HTTP service that runs jobs on a pod")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 on a pod)")
+    p.add_argument("--port", type=int, default=0, help="port (0: any free port; the URL is printed)")
+    tok = p.add_mutually_exclusive_group(required=True)
+    tok.add_argument("--token-file", type=Path, help="file holding the bearer token (16+ characters)")
+    tok.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token")
+    p.add_argument("--trainer", default="standin", help="inner trainer by name, or module:factory (default standin)")
+    p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="trainer option (repeatable)")
+    p.add_argument("--workdir", type=Path, default=None, help="where job bundles are unpacked (default: a temp dir)")
+    p.add_argument("--url-file", type=Path, default=None, help="also write {url, pid} as JSON here once listening")
+    p.add_argument("--idle-exit-s", type=float, default=0.0, help="exit after this long with no job or request")
+    p.set_defaults(func=run)
+
+
+def _token(args: argparse.Namespace) -> str:
+    from adapters.pod.tokens import read_token_file
+
+    if args.token_file is not None:
+        return read_token_file(args.token_file)
+    token = os.environ.get(args.token_env, "").strip()
+    if len(token) < 16:
+        raise ValueError(f"${args.token_env}: the bearer token must be set and at least 16 characters")
+    return token
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from adapters.pod.core import AgentCore
+    from adapters.pod.server import serve
+    from adapters.pod.trainers import load_trainer, parse_options
+
+    try:
+        token = _token(args)
+        trainer = load_trainer(args.trainer, parse_options(args.trainer_opt))
+    except ValueError as exc:
+        sys.stderr.write(f"ait pod-agent: {exc}\n")
+        return 2
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ait-pod-agent-"))
+    core = AgentCore(trainer, workdir)
+
+    def announce(url: str) -> None:
+        sys.stdout.write(f"ait pod-agent: listening on {url} (trainer {trainer.name}, workdir {workdir})\n")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(
+            serve(
+                core,
+                token,
+                host=args.host,
+                port=args.port,
+                url_file=args.url_file,
+                idle_exit_s=args.idle_exit_s,
+                announce=announce,
+            )
+        )
+    except OSError as exc:
+        sys.stderr.write(f"ait pod-agent: cannot listen on {args.host}:{args.port}: {exc}\n")
+        return 2
+    return 0

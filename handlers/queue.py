@@ -1,0 +1,186 @@
+"""The job queue projection: each job's place in queued -> assigned -> running -> succeeded | failed | requeued.
+
+A pure fold of ``job.*`` events. ``requeued`` is a waiting state like ``queued`` (the job waits for its next
+attempt); ``succeeded`` and ``failed`` are final and nothing moves a job out of them. An attempt's outcome
+carries the key of its ``job.assigned``; an outcome with another attempt's key is stale (it lost a race with
+a requeue) and changes nothing, so a job can never finish twice or finish on an attempt it no longer runs.
+Anything out of order is counted in ``anomalies`` instead of raising: a projection must replay any log.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from engine.projection import Projection, handles
+from events import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
+
+__all__ = [
+    "ACTIVE",
+    "FINAL",
+    "WAITING",
+    "JobEntry",
+    "QueueProjection",
+    "QueueState",
+    "active_jobs",
+    "waiting_jobs",
+]
+
+WAITING: Final = frozenset({"queued", "requeued"})  # may be assigned
+ACTIVE: Final = frozenset({"assigned", "running"})  # an attempt is open on a pod
+FINAL: Final = frozenset({"succeeded", "failed"})
+
+
+class JobEntry(msgspec.Struct, kw_only=True):
+    job_id: str
+    episode_id: str
+    family: str
+    base_model: str
+    bundle: str
+    time_budget_s: float = 0.0
+    status: str = "queued"  # queued | assigned | running | succeeded | failed | requeued
+    order: int = 0  # seq of job.queued: FIFO position, kept across requeues
+    attempts: int = 0  # attempts started so far (the current one included)
+    pod_id: str = ""  # the pod of the open attempt
+    key: str = ""  # the open attempt's job.assigned key
+    cursor: int = 0  # last pod-agent event seen for the open attempt
+    step: int = 0
+    queued_ts: float = 0.0
+    started_ts: float = 0.0
+    finished_ts: float = 0.0
+    reason: str = ""  # why it failed, or why it was last requeued
+    detail: str = ""
+    pre: float | None = None
+    post: float | None = None
+    result_blob: str = ""
+    requeues: int = 0
+
+
+class QueueState(msgspec.Struct, kw_only=True):
+    jobs: dict[str, JobEntry] = {}
+    counts: dict[str, int] = {}  # status -> number of jobs
+    anomalies: int = 0  # events that did not fit the lifecycle (ignored)
+
+
+def _count(state: QueueState, old: str | None, new: str) -> None:
+    if old is not None:
+        state.counts[old] -= 1
+        if not state.counts[old]:
+            del state.counts[old]
+    state.counts[new] = state.counts.get(new, 0) + 1
+
+
+def waiting_jobs(state: QueueState) -> list[JobEntry]:
+    """Jobs that may be assigned now, oldest first (sorted: never the dict's order)."""
+    return sorted((j for j in state.jobs.values() if j.status in WAITING), key=lambda j: (j.order, j.job_id))
+
+
+def active_jobs(state: QueueState) -> list[JobEntry]:
+    """Jobs with an open attempt, by job id."""
+    return sorted((j for j in state.jobs.values() if j.status in ACTIVE), key=lambda j: j.job_id)
+
+
+class QueueProjection(Projection[QueueState]):
+    name = "queue"
+    state_type = QueueState
+
+    def initial(self) -> QueueState:
+        return QueueState()
+
+    def _set(self, state: QueueState, job: JobEntry, status: str) -> None:
+        _count(state, job.status, status)
+        job.status = status
+
+    def _open_attempt(self, state: QueueState, job_id: str, key: str) -> JobEntry | None:
+        """The job if ``key`` names its open attempt (an empty key matches any attempt), else None."""
+        job = state.jobs.get(job_id)
+        if job is None or job.status in FINAL or (key and key != job.key):
+            state.anomalies += 1
+            return None
+        return job
+
+    @handles(JobQueued)
+    def _queued(self, state: QueueState, e: JobQueued) -> QueueState:
+        if e.job_id in state.jobs:
+            state.anomalies += 1
+            return state
+        state.jobs[e.job_id] = JobEntry(
+            job_id=e.job_id,
+            episode_id=e.episode_id,
+            family=e.family,
+            base_model=e.base_model,
+            bundle=e.bundle,
+            time_budget_s=e.time_budget_s,
+            order=self.current.seq,
+            queued_ts=self.current.ts,
+        )
+        _count(state, None, "queued")
+        return state
+
+    @handles(JobAssigned)
+    def _assigned(self, state: QueueState, e: JobAssigned) -> QueueState:
+        job = state.jobs.get(e.job_id)
+        if job is None or job.status not in WAITING:
+            state.anomalies += 1
+            return state
+        self._set(state, job, "assigned")
+        # Attempts only grow, whatever the event says: the attempt count bounds retries.
+        job.attempts = max(e.attempt, job.attempts + 1)
+        job.pod_id, job.key, job.cursor = e.pod_id, e.key, 0
+        return state
+
+    @handles(JobStarted)
+    def _started(self, state: QueueState, e: JobStarted) -> QueueState:
+        job = state.jobs.get(e.job_id)
+        if job is None or job.status != "assigned" or job.pod_id != e.pod_id:
+            state.anomalies += 1
+            return state
+        self._set(state, job, "running")
+        job.started_ts = self.current.ts
+        return state
+
+    @handles(JobProgressed)
+    def _progressed(self, state: QueueState, e: JobProgressed) -> QueueState:
+        job = state.jobs.get(e.job_id)
+        if job is None or job.status not in ACTIVE:
+            state.anomalies += 1
+            return state
+        job.step = e.step
+        job.cursor = max(job.cursor, e.cursor)
+        return state
+
+    def _close(self, job: JobEntry) -> None:
+        job.pod_id, job.key, job.cursor = "", "", 0
+
+    @handles(JobSucceeded)
+    def _succeeded(self, state: QueueState, e: JobSucceeded) -> QueueState:
+        job = self._open_attempt(state, e.job_id, e.key)
+        if job is None:
+            return state
+        self._set(state, job, "succeeded")
+        self._close(job)
+        job.pre, job.post, job.result_blob, job.finished_ts = e.pre, e.post, e.result_blob, self.current.ts
+        return state
+
+    @handles(JobFailed)
+    def _failed(self, state: QueueState, e: JobFailed) -> QueueState:
+        job = self._open_attempt(state, e.job_id, e.key)
+        if job is None:
+            return state
+        self._set(state, job, "failed")
+        self._close(job)
+        job.reason, job.detail, job.result_blob, job.finished_ts = e.reason, e.detail, e.result_blob, self.current.ts
+        return state
+
+    @handles(JobRequeued)
+    def _requeued(self, state: QueueState, e: JobRequeued) -> QueueState:
+        job = self._open_attempt(state, e.job_id, e.key)
+        if job is None or job.status not in ACTIVE:
+            if job is not None:
+                state.anomalies += 1
+            return state
+        self._set(state, job, "requeued")
+        self._close(job)
+        job.reason, job.requeues = e.reason, job.requeues + 1
+        return state

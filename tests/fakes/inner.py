@@ -1,0 +1,68 @@
+"""A fake inner trainer at the :class:`~handlers.inner_port.InnerTrainer` port: sleeps, reports progress, returns
+what it is told to. Loadable in a pod-agent subprocess as ``--trainer tests.fakes.inner:make_trainer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import msgspec
+
+from handlers.inner_port import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
+
+__all__ = ["FakeInnerTrainer", "make_trainer"]
+
+
+class FakeInnerTrainer:
+    name = "fake"
+
+    def __init__(
+        self,
+        *,
+        seconds: float = 0.0,
+        steps: int = 2,
+        pre: float = 0.1,
+        post: float = 0.4,
+        failure: FailureReason | None = None,
+        result: JobResult | None = None,
+        error: Exception | None = None,
+        spawn_child: bool = False,
+    ) -> None:
+        self.seconds = seconds
+        self.steps = steps
+        self.pre, self.post = pre, post
+        self.failure = failure
+        self.result = result
+        self.error = error
+        self.spawn_child = spawn_child  # start a `sleep` child (its pid in <bundle>/child.pid): process-group tests
+        self.calls: list[JobBundle] = []
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        self.calls.append(job)
+        if self.spawn_child:
+            child = await asyncio.create_subprocess_exec("sleep", "60")
+            (job.path / "child.pid").write_text(str(child.pid))
+        for step in range(1, self.steps + 1):
+            await asyncio.sleep(self.seconds / self.steps)
+            p = Progress(phase="train", step=step, total_steps=self.steps, reward=0.1 * step, loss=1.0 / step)
+            await progress(p)
+        if self.error is not None:
+            raise self.error
+        if self.result is not None:
+            return msgspec.structs.replace(self.result, job_id=job.job_id)
+        if self.failure is not None:
+            return JobResult(job_id=job.job_id, ok=False, failure=self.failure, detail="fake failure")
+        return JobResult(
+            job_id=job.job_id, ok=True, pre=self.pre, post=self.post, train_seconds=self.seconds, timings={"train": 0.0}
+        )
+
+
+def make_trainer(options: Mapping[str, str]) -> FakeInnerTrainer:
+    failure = options.get("failure") or None
+    return FakeInnerTrainer(
+        seconds=float(options.get("seconds", 0.0)),
+        steps=int(options.get("steps", 2)),
+        failure=failure,  # type: ignore[arg-type]
+        spawn_child=options.get("spawn_child", "") == "1",
+    )
