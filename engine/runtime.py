@@ -45,6 +45,9 @@ Reactor = Callable[["Runtime", MemoryObjectReceiveStream[Recorded]], Awaitable[N
 class Runtime:
     """One open run: its log, its projections' live state, and its reactors."""
 
+    #: how long a clean exit waits for reactors to finish the records already published to them
+    reactor_grace_s = 5.0
+
     def __init__(
         self,
         directory: Path | str,
@@ -69,6 +72,7 @@ class Runtime:
         self._tg: TaskGroup | None = None
         self._last_durable = self.log.next_seq - 1
         self._changed = anyio.Event()
+        self._reactors = 0
 
     def _rebuild(self) -> dict[str, Any]:
         records = self.log.recovery.records
@@ -98,6 +102,14 @@ class Runtime:
         try:
             if exc_type is None:
                 await self.log.drain()
+                # Let reactors see every record already published: close their streams (an ``async for`` over
+                # one then ends once it is empty) and give them a moment, before anything is cancelled. A
+                # cancelled receive could otherwise drop the record being delivered.
+                for s in self._subscribers:
+                    s.close()
+                with anyio.move_on_after(self.reactor_grace_s):
+                    await self.wait_until(lambda: self._reactors == 0)
+                await self.log.drain()  # what the reactors emitted while finishing
         finally:
             self._tg.cancel_scope.cancel()
             for s in self._subscribers:
@@ -179,8 +191,14 @@ class Runtime:
         self._tg.start_soon(self._run_reactor, reactor, stream)
 
     async def _run_reactor(self, reactor: Reactor, stream: MemoryObjectReceiveStream[Recorded]) -> None:
-        async with stream:
-            await reactor(self, stream)
+        self._reactors += 1
+        try:
+            async with stream:
+                await reactor(self, stream)
+        finally:
+            self._reactors -= 1
+            self._changed.set()
+            self._changed = anyio.Event()
 
     # -- snapshots ---------------------------------------------------------------------------------
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Final
 
 import msgspec
-from rich.console import Console
 from rich.table import Table
 
+from engine.fmt import format_count, format_hours, format_usd, render_plain
 from events import Recorded
 from events.money import CostSettled
 
@@ -251,13 +251,13 @@ def costs_command(ledger_path: str | Path, by: str = "run") -> str:
     def cells(s: SummaryRow) -> list[str]:
         return [
             s.key,
-            str(s.entries),
-            f"{s.usd:.4f}",
-            f"{s.input_tokens:,}",
-            f"{s.cached_input_tokens:,}",
-            f"{s.output_tokens:,}",
-            f"{s.pod_hours:.2f}",
-            f"{s.estimated_usd:.4f}",
+            format_count(s.entries),
+            format_usd(s.usd, places=4),
+            format_count(s.input_tokens),
+            format_count(s.cached_input_tokens),
+            format_count(s.output_tokens),
+            format_hours(s.pod_hours * 3600.0),
+            format_usd(s.estimated_usd, places=4),
         ]
 
     for s in summarise(rows, by):
@@ -267,6 +267,5 @@ def costs_command(ledger_path: str | Path, by: str = "run") -> str:
         total.add(r)
     table.add_section()
     table.add_row(*cells(total))
-    out = io.StringIO()
-    Console(file=out, width=120, color_system=None, force_terminal=False).print(table)
-    return out.getvalue()
+    # The same plain rendering and number formats as `ait tail`, `ait watch` and `ait report` (engine.fmt).
+    return render_plain(table, width=120)

@@ -11,11 +11,14 @@ import sys
 from collections.abc import Sequence
 
 from . import (
+    baselines_cmd,
     costs_cmd,
     episode_cmd,
     pod_agent_cmd,
     replay_cmd,
+    report_cmd,
     tail_cmd,
+    watch_cmd,
     worker_cmd,
 )
 
@@ -25,8 +28,11 @@ _COMMANDS = (
     episode_cmd,
     worker_cmd,
     pod_agent_cmd,
+    baselines_cmd,
     replay_cmd,
     tail_cmd,
+    watch_cmd,
+    report_cmd,
     costs_cmd,
 )
 

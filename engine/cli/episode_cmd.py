@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -66,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, RuntimeError) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
+    from engine.logs import configure_logging
+
     run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
+    # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own).
+    configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
     return anyio.run(run_episode, args, deps, run_dir, console)
 
 

@@ -73,13 +73,15 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
         from handlers.fleet_policy import FleetConfig
         from handlers.prices import load_prices
 
-        from .worker_wiring import drain
+        from .worker_wiring import dispatch, worker_ports
 
         ns = argparse.Namespace(
             provider="local", trainer=args.trainer, trainer_opt=list(args.trainer_opt), image="", once=True
         )
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
-        summary = await drain(rt, RunDir(rt.directory), ns, config, load_prices())
+        run_dir = RunDir(rt.directory)
+        async with worker_ports(ns, run_dir, config) as (provider, agent, _where):
+            summary = await dispatch(rt, run_dir, ns, config, load_prices(), provider, agent)
         if summary.status != "drained":
             raise RuntimeError(f"job {job_id}: the local worker stopped with {summary.status}: {summary.message}")
 

@@ -27,7 +27,7 @@ from handlers.fleet_policy import SEED_LADDER, FleetConfig
 from handlers.prices import PriceTable, UnknownPrice, load_prices
 from handlers.queue import QueueProjection
 
-__all__ = ["WorkerSetupError", "drain", "fleet_projections", "run_worker"]
+__all__ = ["WorkerSetupError", "dispatch", "fleet_projections", "run_worker", "worker_ports"]
 
 log = structlog.get_logger("ait.worker")
 
@@ -64,7 +64,7 @@ def _spec_factory(kind: str, config: FleetConfig, image: str, trainer: str) -> S
 
 
 @contextlib.asynccontextmanager
-async def _ports(
+async def worker_ports(
     args: argparse.Namespace, run_dir: RunDir, config: FleetConfig
 ) -> AsyncIterator[tuple[Provider, PodAgent, str]]:
     """The provider, the pod-agent client, and a one-line description of where pods run."""
@@ -132,18 +132,17 @@ async def run_worker(
     _check_prices(prices, config)
     out = sys.stdout
     tag = "[SIMULATED] " if args.provider == "sim" else ""
-    async with Runtime(run_dir.root, fleet_projections()) as rt:
-        if not isinstance(rt.state("budget"), BudgetState) or rt.state("budget").run_cap is None:
-            log.warning("worker.no_run_budget", run=run_dir.run_id)
-
-        def announce(where: str) -> None:
-            out.write(
-                f"{tag}ait worker: run {run_dir.run_id} on {where}; ladder {', '.join(config.ladder)}; "
-                f"max {config.max_pods} pods{'; until the queue is empty' if args.once else ''}\n"
-            )
-            out.flush()
-
-        summary = await drain(rt, run_dir, args, config, prices, announce=announce)
+    # The ports first: a credentials or configuration problem is reported before the run's log is opened.
+    async with worker_ports(args, run_dir, config) as (provider, agent, where):
+        out.write(
+            f"{tag}ait worker: run {run_dir.run_id} on {where}; ladder {', '.join(config.ladder)}; "
+            f"max {config.max_pods} pods{'; until the queue is empty' if args.once else ''}\n"
+        )
+        out.flush()
+        async with Runtime(run_dir.root, fleet_projections()) as rt:
+            if not isinstance(rt.state("budget"), BudgetState) or rt.state("budget").run_cap is None:
+                log.warning("worker.no_run_budget", run=run_dir.run_id)
+            summary = await dispatch(rt, run_dir, args, config, prices, provider, agent)
     out.write(
         f"{tag}ait worker: {summary.status}: {summary.succeeded} succeeded, {summary.failed} failed, "
         f"{summary.waiting} waiting{': ' + summary.message if summary.message else ''}\n"
@@ -152,31 +151,27 @@ async def run_worker(
     return summary
 
 
-async def drain(
+async def dispatch(
     rt: Runtime,
     run_dir: RunDir,
     args: argparse.Namespace,
     config: FleetConfig,
     prices: PriceTable,
-    *,
-    announce: Callable[[str], None] = lambda _where: None,
+    provider: Provider,
+    agent: PodAgent,
 ) -> DispatchSummary:
     """Run the dispatcher inside an open runtime (whose projections include the queue and the fleet)."""
     from handlers.dispatcher import Dispatcher
 
-    tokens = PodTokens(run_dir.root / "secrets" / "pod-token.key")
-    async with _ports(args, run_dir, config) as (provider, agent, where):
-        announce(where)
-        gate = BudgetGate.for_runtime(rt, prices)
-        ports = Ports(
-            provider=provider,
-            agent=agent,
-            gate=gate,
-            blobs=run_dir.blobs,
-            tokens=tokens,
-            spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
-        )
-        try:
-            return await Dispatcher(rt, ports, config, once=args.once).run()
-        except DispatcherFatal as exc:
-            raise WorkerSetupError(str(exc)) from None
+    ports = Ports(
+        provider=provider,
+        agent=agent,
+        gate=BudgetGate.for_runtime(rt, prices),
+        blobs=run_dir.blobs,
+        tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
+        spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
+    )
+    try:
+        return await Dispatcher(rt, ports, config, once=args.once).run()
+    except DispatcherFatal as exc:
+        raise WorkerSetupError(str(exc)) from None

@@ -1,0 +1,75 @@
+"""``make_trainer(options)``: the prime-rl inner trainer as the pod agent builds it (``--trainer prime_rl``).
+
+Options (``--trainer-opt key=value``, all optional): ``root`` (the bootstrap root, default ``/opt/ait``:
+prime-rl in ``<root>/prime-rl``, the scoring venv in ``<root>/score-venv``), ``work_root`` (default
+``<root>/jobs``), ``gpus`` (1 or 2; default: the visible GPU count, at most 2), ``score_pre`` (``0``/``1``),
+``eval_limit`` (score only the first N hidden tasks: benchmarks, never production), ``vllm`` and
+``vf_eval`` (commands). The hidden eval package is built on the pod only when training has ended, into
+the job's scoring directory (``<work_root>/<job_id>/score/hidden``), from the installed ``families``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from handlers.inner_port import JobBundle
+
+from .bootstrap import BootstrapPaths
+from .runner import EvalSource, PrimeRLRunner, RunnerSettings
+
+__all__ = ["hidden_package_source", "make_trainer", "visible_gpus"]
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else ``nvidia-smi -L``; 0 without any."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([d for d in env.split(",") if d.strip() and d.strip() != "-1"])
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def hidden_package_source(work_root: Path) -> EvalSource:
+    """Build the family's hidden eval package for a job, at the moment the runner asks (after training)."""
+
+    async def source(job: JobBundle) -> Path:
+        from families.eval_env import build_eval_package
+
+        return Path(build_eval_package(job.family, work_root / job.job_id / "score" / "hidden").path)
+
+    return source
+
+
+def make_trainer(options: Mapping[str, str]) -> PrimeRLRunner:
+    from adapters.vllm import ScorerSettings, VLLMScorer
+
+    paths = BootstrapPaths(options.get("root", "/opt/ait"))
+    work_root = Path(options.get("work_root", f"{paths.root}/jobs"))
+    gpus = int(options.get("gpus", 0)) or min(visible_gpus(), 2)
+    if gpus not in (1, 2):
+        raise ValueError(f"prime_rl trainer: needs 1 or 2 GPUs, found {gpus} (set gpus=1|2 to override)")
+    env = {"UV_CACHE_DIR": paths.uv_cache, "HF_HOME": paths.hf_home}
+    limit = options.get("eval_limit")
+    settings = RunnerSettings(
+        work_root=str(work_root),
+        prime_rl_dir=paths.prime_rl,
+        gpus=gpus,
+        env=env,
+        score_pre=options.get("score_pre", "1") not in ("0", "false", "no"),
+        eval_limit=int(limit) if limit else None,
+        hf_home=paths.hf_home,
+    )
+    vllm = shlex.split(options.get("vllm", f"{paths.prime_rl}/.venv/bin/vllm"))
+    vf_eval = shlex.split(options.get("vf_eval", f"{paths.scoring_venv}/bin/vf-eval"))
+    scorer = VLLMScorer(ScorerSettings(vllm_command=tuple(vllm), vf_eval_command=tuple(vf_eval), env=env))
+    return PrimeRLRunner(settings, scorer=scorer, eval_source=hidden_package_source(work_root))

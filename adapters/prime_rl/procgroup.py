@@ -1,0 +1,214 @@
+"""Child processes in their own process group: start, wait with a deadline, and kill the whole group.
+
+prime-rl's launcher starts vLLM, env servers, the orchestrator and torchrun workers; vLLM starts its own
+engine processes. Killing only the launcher would leave GPU-holding orphans (and, for eval integrity,
+code of the agent's env still running when scoring starts). So every child here is started with
+``start_new_session=True`` (its pid is its process-group id) and stopped with SIGTERM to the group,
+a grace period, then SIGKILL to the group, until no member is left. A process that calls ``setsid``
+itself escapes its group; the pod's container boundary is the backstop for that (see the docs).
+
+Output goes to a log file, never to a pipe: a child that writes a lot can then never block on a full
+pipe, and the file is what the runner tails for progress and failure classification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+import structlog
+
+__all__ = ["GroupProcess", "ProcResult", "group_alive", "kill_group", "run_to_end", "tail_text"]
+
+log = structlog.get_logger(__name__)
+
+
+class ProcResult(msgspec.Struct, frozen=True, kw_only=True):
+    returncode: int  # negative: killed by that signal
+    timed_out: bool  # we stopped it because its deadline passed
+    seconds: float
+    log_path: str
+
+
+_PROC = Path("/proc")
+
+
+def _live_members_from_proc(pgid: int) -> list[int] | None:
+    """Pids in group ``pgid`` that are not zombies, from /proc (None where /proc is not available).
+
+    Zombies are excluded on purpose: an orphan's zombie is reaped by PID 1, which in a container may
+    never happen, and a zombie holds no memory, GPU or files.
+    """
+    if not (_PROC / "self" / "stat").exists():
+        return None
+    members = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process of group ``pgid`` is left."""
+    members = _live_members_from_proc(pgid)
+    if members is not None:
+        return bool(members)
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05) -> bool:
+    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL until it is gone. True if SIGKILL was needed."""
+    if not group_alive(pgid):
+        return False
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return False
+        await asyncio.sleep(poll_s)
+    log.warning("procgroup.sigkill", pgid=pgid, grace_s=grace_s)
+    for _ in range(200):  # SIGKILL cannot be ignored; members vanish once their parents reap them
+        _signal_group(pgid, signal.SIGKILL)
+        if not group_alive(pgid):
+            break
+        await asyncio.sleep(poll_s)
+    return True
+
+
+def tail_text(path: Path | str, max_bytes: int = 16_000) -> str:
+    """The last ``max_bytes`` of a text file ('' if it does not exist), decoded leniently."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+class GroupProcess:
+    """One child process leading its own process group, with its output in ``log_path``."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path, started: float) -> None:
+        self._proc = proc
+        self.log_path = log_path
+        self.started = started
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def pgid(self) -> int:
+        return self._proc.pid  # start_new_session: the child is its group's leader
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path | str,
+        env: Mapping[str, str],
+        log_path: Path | str,
+    ) -> GroupProcess:
+        path = Path(log_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:  # the child keeps its own copy of the descriptor
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=str(cwd),
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=fd,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            os.close(fd)
+        log.info("procgroup.started", argv0=argv[0], pid=proc.pid, log=str(path))
+        return cls(proc, path, time.monotonic())
+
+    async def wait(self, within_s: float | None = None) -> int | None:
+        """The exit code, or None if still running after ``within_s`` seconds.
+
+        A zero wait still gives the event loop a moment: the exit status arrives through a callback.
+        """
+        if within_s is not None:
+            within_s = max(within_s, 0.02)
+        try:
+            return await asyncio.wait_for(self._proc.wait(), within_s)
+        except TimeoutError:
+            return None
+
+    async def stop(self, *, grace_s: float) -> int:
+        """Terminate the whole group (see :func:`kill_group`) and reap the leader; returns its exit code."""
+        await kill_group(self.pgid, grace_s=grace_s)
+        return await self._proc.wait()
+
+    async def reap_stragglers(self, *, grace_s: float) -> bool:
+        """After the leader exited on its own: end any member it left behind. True if there were any."""
+        if not group_alive(self.pgid):
+            return False
+        log.warning("procgroup.stragglers", pgid=self.pgid)
+        await kill_group(self.pgid, grace_s=grace_s)
+        return True
+
+
+async def run_to_end(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    log_path: Path | str,
+    timeout_s: float,
+    grace_s: float = 5.0,
+) -> ProcResult:
+    """Run a command to completion (or to its deadline, then kill its group); no member survives."""
+    proc = await GroupProcess.start(argv, cwd=cwd, env=env, log_path=log_path)
+    try:
+        code = await proc.wait(timeout_s)
+        timed_out = code is None
+        if code is None:
+            code = await proc.stop(grace_s=grace_s)
+        else:
+            await proc.reap_stragglers(grace_s=grace_s)
+    except BaseException:  # cancelled: still leave nothing running
+        await asyncio.shield(proc.stop(grace_s=grace_s))
+        raise
+    return ProcResult(
+        returncode=code,
+        timed_out=timed_out,
+        seconds=round(time.monotonic() - proc.started, 3),
+        log_path=str(proc.log_path),
+    )

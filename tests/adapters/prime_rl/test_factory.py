@@ -1,0 +1,43 @@
+"""adapters.prime_rl.factory: the pod agent's `--trainer prime_rl` wiring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.prime_rl.factory import hidden_package_source, make_trainer, visible_gpus
+from adapters.vllm.types import load_eval_package
+from handlers.inner_port import JobBundle
+
+
+def test_gpu_count_comes_from_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert visible_gpus() == 3
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == 0
+
+
+def test_make_trainer_uses_the_bootstrap_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    t = make_trainer({"root": "/srv/ait", "score_pre": "0", "eval_limit": "20"})
+    assert t.name == "prime-rl"
+    s = t.settings
+    assert (s.gpus, s.prime_rl_dir, s.work_root, s.score_pre, s.eval_limit) == (
+        2,
+        "/srv/ait/prime-rl",
+        "/srv/ait/jobs",
+        False,
+        20,
+    )
+    assert t.scorer.settings.vf_eval_command == ("/srv/ait/score-venv/bin/vf-eval",)  # type: ignore[attr-defined]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match="needs 1 or 2 GPUs, found 0"):
+        make_trainer({})
+
+
+async def test_hidden_package_is_built_into_the_jobs_scoring_dir(tmp_path: Path) -> None:
+    source = hidden_package_source(tmp_path)
+    path = await source(JobBundle(job_id="j9", family="calc_chain", root=str(tmp_path / "b")))
+    assert path.parent == tmp_path / "j9" / "score" / "hidden"
+    assert load_eval_package(path).tasks == 200
