@@ -1,0 +1,155 @@
+"""The two tiny Qwen3 models: their sizes, construction, and checkpoints on disk.
+
+``tiny-0.6b`` and ``tiny-1.7b`` stand in for ``Qwen/Qwen3-0.6B`` and ``Qwen/Qwen3-1.7B``: same
+architecture (transformers ``Qwen3ForCausalLM``: RMSNorm, GQA with q/k norms, SwiGLU, RoPE, tied
+embeddings), a few hundred thousand / a few million parameters. A checkpoint directory holds
+``model.safetensors`` + ``config.json`` (``save_pretrained``), the tokenizer files, and ``meta.json``
+(how it was made and its measured base scores).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import torch
+from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+__all__ = [
+    "BASE_MODEL_ALIASES",
+    "FIXTURE_DIR",
+    "MODEL_SPECS",
+    "Checkpoint",
+    "ModelSpec",
+    "build_model",
+    "load_checkpoint",
+    "resolve_model_name",
+    "save_checkpoint",
+]
+
+FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "tiny"
+
+
+class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    stands_in_for: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+
+
+MODEL_SPECS: dict[str, ModelSpec] = {
+    "tiny-0.6b": ModelSpec(
+        name="tiny-0.6b",
+        stands_in_for="Qwen/Qwen3-0.6B",
+        hidden_size=128,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        intermediate_size=512,
+    ),
+    "tiny-1.7b": ModelSpec(
+        name="tiny-1.7b",
+        stands_in_for="Qwen/Qwen3-1.7B",
+        hidden_size=192,
+        num_layers=4,
+        num_heads=6,
+        num_kv_heads=2,
+        head_dim=32,
+        intermediate_size=768,
+    ),
+}
+BASE_MODEL_ALIASES: dict[str, str] = {spec.stands_in_for: name for name, spec in MODEL_SPECS.items()}
+
+
+def resolve_model_name(name: str) -> str:
+    """``tiny-0.6b`` for ``tiny-0.6b`` or ``Qwen/Qwen3-0.6B`` (case-insensitive); KeyError otherwise."""
+    lowered = {k.lower(): v for k, v in BASE_MODEL_ALIASES.items()}
+    for candidate in (name, name.lower()):
+        if candidate in MODEL_SPECS:
+            return candidate
+        if candidate in lowered:
+            return lowered[candidate]
+    known = ", ".join([*MODEL_SPECS, *BASE_MODEL_ALIASES])
+    raise KeyError(f"unknown tiny model {name!r}; known: {known}")
+
+
+def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen3ForCausalLM:
+    """A freshly initialised model for ``tokenizer``'s vocabulary (seeded, float32)."""
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    return model
+
+
+class Checkpoint:
+    """A loaded model + tokenizer (+ the ``meta.json`` record) ready to generate on the CPU."""
+
+    def __init__(
+        self,
+        name: str,
+        model: Qwen3ForCausalLM,
+        tokenizer: PreTrainedTokenizerFast,
+        path: Path | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.path = path
+        self.meta = meta or {}
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({self.name!r}, path={self.path}, params={self.num_parameters()})"
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def save_checkpoint(ckpt: Checkpoint, directory: Path, meta: dict[str, Any] | None = None) -> Path:
+    """Write model, tokenizer and ``meta.json`` to ``directory`` (created)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ckpt.model.save_pretrained(directory, safe_serialization=True)
+    ckpt.tokenizer.save_pretrained(directory)
+    record = meta if meta is not None else ckpt.meta
+    (directory / "meta.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return directory
+
+
+def load_checkpoint(name_or_path: str | Path, *, train: bool = False) -> Checkpoint:
+    """A checkpoint by model name (``tiny-0.6b``, or its Qwen alias) or directory path."""
+    path = Path(name_or_path)
+    if not (path / "config.json").exists():
+        try:
+            path = FIXTURE_DIR / resolve_model_name(str(name_or_path))
+        except KeyError:
+            raise FileNotFoundError(f"{name_or_path}: not a checkpoint directory nor a known tiny model") from None
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path}: checkpoint missing (run python -m adapters.tiny.pretrain)")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    model = Qwen3ForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    model.train(train)  # eval mode by default: no dropout, deterministic sampling
+    meta_path = path / "meta.json"
+    meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    name = str(meta.get("name", path.name))
+    return Checkpoint(name, model, tokenizer, path, meta)
