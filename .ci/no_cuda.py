@@ -12,9 +12,13 @@ packages = {p["name"]: p for p in lock["package"]}
 cuda = ("nvidia-", "cuda-", "triton")
 skip, todo = {"torch"}, ["torch"]
 while todo:
-    for dep in packages.get(todo.pop(), {}).get("dependencies", []):
+    entry = packages.get(todo.pop(), {})
+    deps = list(entry.get("dependencies", []))
+    for extra in entry.get("optional-dependencies", {}).values():
+        deps += extra
+    for dep in deps:
         name = dep["name"]
         if name.startswith(cuda) and name not in skip:
             skip.add(name)
             todo.append(name)
-print(" ".join(f"--no-install-package {name}" for name in sorted(skip)))
+print(" ".join(f"--no-install-package {name}" for name in sorted(skip)))  # noqa: T201
