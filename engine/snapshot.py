@@ -8,6 +8,7 @@ optimisation: deleting it never loses anything, the log stays the truth.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,17 @@ def write_snapshot(directory: Path | str, seq: int, encoded: Mapping[str, bytes]
     raw = {name: msgspec.Raw(data) for name, data in encoded.items()}
     data = msgspec.json.encode(Snapshot(seq, raw, state_hash))
     final = d / SNAPSHOT_NAME
-    partial = d / (SNAPSHOT_NAME + ".partial")
-    with open(partial, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, final)
+    # A temp file of its own: two snapshots written at once must not interleave into one file.
+    fd, partial = tempfile.mkstemp(dir=d, prefix=SNAPSHOT_NAME + ".", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, final)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
     dfd = os.open(d, os.O_RDONLY)
     try:
         os.fsync(dfd)  # make the rename itself durable

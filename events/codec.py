@@ -8,18 +8,21 @@ A line looks like::
 flipped byte anywhere in the line is detected. The crc is always 8 hex digits, which puts it at a
 fixed offset from the end: verifying it needs no re-encoding. The line stays valid JSON for ``jq``.
 
-Decoding reads the envelope with the body kept raw, checks the crc, then decodes the body straight
-into its Struct. A body recorded at an older schema version goes through the registered upcasters.
+Decoding checks the crc, then decodes envelope and body in one pass: the envelope's ``type`` is the tag
+of a union of one envelope Struct per registered event type, whose ``body`` is that type's Struct.
+:meth:`RecordCodec.decode_block` does this for a whole buffer of lines in one ``decode_lines`` call (a
+replay's hot path). Anything that pass does not take (an older schema version, an unknown type, a bad
+line) goes the careful way: the envelope with the body kept raw, upcasters, and a precise error.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, Literal, Union
 
 import msgspec
 
-from ._base import EventBody, UnknownEventType, event_class, registered_types, upcasters_for
+from ._base import _TYPES, EventBody, UnknownEventType, event_class, registered_types, upcasters_for
 from .record import Recorded
 
 __all__ = ["CorruptRecord", "RecordCodec", "decode_record", "encode_record"]
@@ -49,6 +52,26 @@ class _Envelope(msgspec.Struct, gc=False):
     crc: str
 
 
+def _typed_envelope(name: str, cls: type[EventBody]) -> type[msgspec.Struct]:
+    """The envelope of one event type, tagged by its ``type``, with the body decoded as ``cls``. Only the
+    current schema version fits (``v`` is a literal): an older one is the careful path's to upcast."""
+    fields = [("seq", int), ("ts", float), ("v", Literal[cls.version]), ("body", cls), ("crc", str)]
+    return msgspec.defstruct(f"Envelope[{name}]", fields, tag_field="type", tag=name, gc=False)
+
+
+# The one-pass decoder over every registered type, shared by all codecs (building it costs milliseconds,
+# and every log open makes a codec); rebuilt when a type has been registered (or removed) since.
+_typed: tuple[int, msgspec.json.Decoder[Any]] | None = None
+
+
+def _typed_decoder() -> msgspec.json.Decoder[Any]:
+    global _typed
+    if _typed is None or _typed[0] != len(_TYPES):
+        union = tuple(_typed_envelope(name, cls) for name, cls in sorted(_TYPES.items()))
+        _typed = (len(_TYPES), msgspec.json.Decoder(Union[union] if union else msgspec.Raw))  # noqa: UP007
+    return _typed[1]
+
+
 class RecordCodec:
     """Encodes and decodes log lines. Holds per-type decoders so that a replay decodes at full speed."""
 
@@ -69,17 +92,51 @@ class RecordCodec:
         line = line.rstrip(b"\n")
         if len(line) <= _SUFFIX_LEN or not line.endswith(b'"}'):
             raise CorruptRecord("not a record line (truncated or missing checksum)")
-        try:
-            crc = int(line[_CRC_START:-2], 16)
-        except ValueError:
-            raise CorruptRecord("checksum field is not 8 hex digits") from None
-        if zlib.crc32(line[:-_SUFFIX_LEN]) != crc:
+        # Compare the text, not int(text, 16): int() also accepts "A" for "a", so a flipped case bit in
+        # the checksum itself would go unnoticed.
+        if line[_CRC_START:-2] != b"%08x" % zlib.crc32(line[:-_SUFFIX_LEN]):
             raise CorruptRecord("checksum mismatch: the line was altered after it was written")
+        try:
+            typed = _typed_decoder().decode(line)
+        except msgspec.DecodeError:
+            pass  # the careful path below says what is wrong, or upcasts, or knows a type registered since
+        else:
+            return Recorded(typed.seq, typed.ts, typed.body)
         try:
             env = self._envelope.decode(line)
         except msgspec.DecodeError as exc:
             raise CorruptRecord(f"bad envelope: {exc}") from None
         return Recorded(env.seq, env.ts, self._body(env.type, env.v, env.body))
+
+    def decode_block(self, data: bytes, end: int, first_seq: int | None = None) -> list[Recorded] | None:
+        """Decode the whole lines in ``data[:end]`` (``end`` just past a newline) in one pass.
+
+        Returns None unless every line is a valid record at its type's current schema version (and, with
+        ``first_seq``, the seqs run on from it without a gap): the caller then decodes line by line,
+        which upcasts old versions or reports the first bad line.
+        """
+        try:
+            envs = _typed_decoder().decode_lines(memoryview(data)[:end])
+        except msgspec.DecodeError:
+            return None
+        if len(envs) != data.count(b"\n", 0, end):  # decode_lines skips blank lines; a blank line is bad
+            return None
+        # The crc check, as in decode(): the line ends with the crc of all before ',"crc":' in lowercase hex
+        # and '"}'. (The line decoded as an envelope, so it is longer than that suffix.) This loop is a
+        # replay's hot path: names are local, and the seq check is done here, while the envelope is hot.
+        out: list[Recorded] = []
+        append, find, crc32, record = out.append, data.find, zlib.crc32, Recorded
+        tail, suffix = _CRC_START, _SUFFIX_LEN
+        pos = 0
+        check_seq, seq = first_seq is not None, first_seq or 0
+        for env in envs:
+            nl = find(b"\n", pos)
+            if data[nl + tail : nl] != b'%08x"}' % crc32(data[pos : nl - suffix]) or (check_seq and env.seq != seq):
+                return None
+            append(record(env.seq, env.ts, env.body))
+            pos = nl + 1
+            seq += 1
+        return out
 
     def decode_body(self, name: str, raw: msgspec.Raw | bytes, v: int | None = None) -> EventBody:
         """Decode a body of event type ``name`` (current schema version unless ``v`` says otherwise)."""

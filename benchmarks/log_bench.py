@@ -1,0 +1,263 @@
+"""Event log benchmark: durable group commit vs buffered appends, and full replay vs raw decoding.
+
+    .venv/bin/python benchmarks/log_bench.py                      # 200k appends per mode, 1M-event replay
+    .venv/bin/python benchmarks/log_bench.py --events 100000 --append-events 20000   # quick
+
+1. Append: the same events, through the real Runtime API (``await rt.emit``) from many concurrent
+   producers, once with ``batch`` durability (group commit: one fsync per batch) and once with ``none``
+   (handed to the page cache, no fsync). Both runs write the same number of events (the same file size).
+   Target: batch throughput >= 0.5 x none.
+2. Replay: a file of ``--events`` events, read and folded into two projections with ``read_log`` (crc,
+   envelope and typed body decoding, seq checks) + ``Projection.apply``, against the raw floor: reading the
+   file and ``msgspec.json.decode`` (untyped) of every line, results discarded. ``decode_lines`` over the
+   whole buffer is printed for reference. Target: raw time / replay time >= 0.5.
+
+Each figure is the best of ``--repeat`` runs (the machine is shared; the best run is the least disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from engine.clock import ManualClock
+from engine.log import Durability, read_log
+from engine.projection import Projection, handles
+from engine.runtime import Runtime
+from events import CostSettled, EventBody, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
+from events.codec import RecordCodec
+
+
+class JobStatus(Projection[dict[str, str]]):
+    name = "bench_jobs"
+    state_type = dict[str, str]
+
+    def initial(self) -> dict[str, str]:
+        return {}
+
+    @handles(JobQueued)
+    def queued(self, s: dict[str, str], e: JobQueued) -> dict[str, str]:
+        s[e.job_id] = "queued"
+        return s
+
+    @handles(JobStarted)
+    def started(self, s: dict[str, str], e: JobStarted) -> dict[str, str]:
+        s[e.job_id] = "running"
+        return s
+
+    @handles(JobSucceeded)
+    def succeeded(self, s: dict[str, str], e: JobSucceeded) -> dict[str, str]:
+        s[e.job_id] = "succeeded"
+        return s
+
+
+class Spend(Projection[dict[str, float]]):
+    name = "bench_spend"
+    state_type = dict[str, float]
+
+    def initial(self) -> dict[str, float]:
+        return {}
+
+    @handles(CostSettled)
+    def settled(self, s: dict[str, float], e: CostSettled) -> dict[str, float]:
+        s[e.kind] = s.get(e.kind, 0.0) + e.usd
+        return s
+
+    @handles(JobProgressed)
+    def progressed(self, s: dict[str, float], e: JobProgressed) -> dict[str, float]:
+        s["steps"] = s.get("steps", 0.0) + 1
+        return s
+
+
+def projections() -> list[Projection[Any]]:
+    return [JobStatus(), Spend()]
+
+
+def body(n: int) -> EventBody:
+    """A mixed stream: a job is queued, started, progresses a few steps, costs money and succeeds."""
+    job = f"job-{n // 8:07d}"
+    match n % 8:
+        case 0:
+            return JobQueued(
+                job_id=job, episode_id=f"ep-{n // 64}", family="calc_chain", base_model="tiny", bundle="ab" * 32
+            )
+        case 1:
+            return JobStarted(job_id=job, pod_id=f"pod-{n % 13}")
+        case 2 | 3 | 4 | 5:
+            return JobProgressed(job_id=job, step=n % 8 - 1, reward=0.125 * (n % 8), loss=1.5)
+        case 6:
+            return CostSettled(reservation_id=f"r-{n}", kind="job", ref=job, usd=0.01 * (n % 7), seconds=3.0)
+        case _:
+            return JobSucceeded(job_id=job, pre=0.25, post=0.5, train_seconds=30.0)
+
+
+# -- append --------------------------------------------------------------------------------------------
+
+
+class FsyncCounter:
+    def __init__(self) -> None:
+        self.real = os.fsync
+        self.calls = 0
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        self.real(fd)
+
+
+def append_run(root: Path, mode: Durability, bodies: list[EventBody], producers: int) -> tuple[float, int, int]:
+    """Seconds to emit the bodies (a multiple of ``producers`` of them) from ``producers`` concurrent tasks;
+    the file's size; fsync calls."""
+    directory = Path(tempfile.mkdtemp(dir=root))
+    counter = FsyncCounter()
+    os.fsync = counter  # type: ignore[assignment]  # count the group commits
+    try:
+        per = len(bodies) // producers
+
+        async def main() -> float:
+            async with Runtime(directory, projections(), clock=ManualClock(step=0.001), durability=mode) as rt:
+
+                async def produce(k: int) -> None:
+                    for b in bodies[k * per : (k + 1) * per]:
+                        await rt.emit(b)
+
+                counter.calls = 0  # not the directory fsync of the log's creation
+                start = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for k in range(producers):
+                        tg.start_soon(produce, k)
+                return time.perf_counter() - start
+
+        seconds = anyio.run(main)
+        size = (directory / "events.jsonl").stat().st_size
+    finally:
+        os.fsync = counter.real
+        shutil.rmtree(directory)
+    return seconds, size, counter.calls
+
+
+def fsync_latency(root: Path, n: int = 50) -> float:
+    path = root / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    times = []
+    try:
+        for _ in range(n):
+            os.write(fd, b"x" * 199 + b"\n")
+            start = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return sorted(times)[n // 2]
+
+
+# -- replay --------------------------------------------------------------------------------------------
+
+
+def write_replay_file(path: Path, n: int) -> None:
+    codec = RecordCodec()
+    with path.open("wb") as f:
+        chunk: list[bytes] = []
+        for i in range(n):
+            chunk.append(codec.encode(Recorded(i, 1_764_460_800.0 + i * 0.001, body(i))))
+            if len(chunk) == 10_000:
+                f.write(b"".join(chunk))
+                chunk.clear()
+        f.write(b"".join(chunk))
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one call. The ratio uses CPU time: these steps are single-threaded and
+    CPU-bound, and on a shared machine the wall clock mostly measures the neighbours."""
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def raw_decode(path: Path) -> None:
+    decode = msgspec.json.decode
+    for line in path.read_bytes().splitlines():
+        decode(line)
+
+
+def raw_decode_lines(path: Path) -> None:
+    msgspec.json.Decoder().decode_lines(path.read_bytes())
+
+
+def replay(path: Path) -> None:
+    records = read_log(path).records
+    states = {p.name: p.fold(records) for p in projections()}
+    assert records and states["bench_jobs"]
+
+
+# -- main ----------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000, help="events in the replay file")
+    ap.add_argument("--append-events", type=int, default=200_000, help="events appended per durability mode")
+    ap.add_argument("--producers", default="64,1024", help="concurrent emitting tasks (comma-separated: each)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    args = ap.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="log-bench-", dir=args.dir))
+    try:
+        print(f"machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, {root}")
+        print(f"fsync of a 200-byte append here: median {fsync_latency(root) * 1e3:.2f} ms")
+        for producers in (int(p) for p in args.producers.split(",")):
+            n = args.append_events // producers * producers
+            bodies = [body(i) for i in range(n)]
+            print(f"\nappend: {n:,} events per mode via Runtime.emit, {producers} producers")
+            results: dict[Durability, tuple[float, int, int]] = {}
+            for mode in (Durability.NONE, Durability.BATCH):
+                runs = [append_run(root, mode, bodies, producers) for _ in range(args.repeat)]
+                results[mode] = min(runs)
+                seconds, size, syncs = results[mode]
+                per_sync = f", {n / syncs:,.0f} events/fsync" if syncs else ""
+                print(
+                    f"  {mode.value:6s} {n / seconds:>10,.0f} events/s  "
+                    f"({seconds:.2f} s, file {size / 1e6:.1f} MB, {syncs:,} fsyncs{per_sync})"
+                )
+            assert results[Durability.NONE][1] == results[Durability.BATCH][1], "both modes write the same file"
+            ratio = results[Durability.NONE][0] / results[Durability.BATCH][0]
+            print(f"  durable (batch) / buffered (none) throughput: {ratio:.2f}  (target >= 0.5)")
+
+        path = root / "replay.jsonl"
+        write_replay_file(path, args.events)
+        size = path.stat().st_size
+        print(f"\nreplay: {args.events:,} events, {size / 1e6:.1f} MB ({size / args.events:.0f} B/line)")
+        steps = {
+            "raw msgspec.json.decode per line": lambda: raw_decode(path),
+            "raw decode_lines (whole buffer)": lambda: raw_decode_lines(path),
+            "replay: read_log + fold (2 projections)": lambda: replay(path),
+        }
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(args.repeat):  # interleaved, so that a disturbance hits every step alike
+            for name, fn in steps.items():
+                cpu, wall = timed(fn)
+                old = best.get(name, (float("inf"), float("inf")))
+                best[name] = (min(old[0], cpu), min(old[1], wall))
+        for name, (cpu, wall) in best.items():
+            print(f"  {name:42s} {cpu:6.2f} s CPU  {cpu / args.events * 1e6:5.2f} us/event  ({wall:.2f} s wall)")
+        raw, full = best["raw msgspec.json.decode per line"][0], best["replay: read_log + fold (2 projections)"][0]
+        print(f"  raw decode / replay (CPU time): {raw / full:.2f}  (target >= 0.5)")
+    finally:
+        shutil.rmtree(root)
+
+
+if __name__ == "__main__":
+    main()
