@@ -8,11 +8,11 @@ and an event never refers to a blob that a power loss could take back.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import anyio.to_thread
+
+from .atomic import write_atomic
 
 __all__ = ["BlobCorrupted", "BlobStore"]
 
@@ -35,22 +35,7 @@ class BlobStore:
         target = self.path(digest)
         if target.exists():
             return digest
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dfd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(target, data)
         return digest
 
     def get(self, digest: str) -> bytes:

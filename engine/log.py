@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
+from engine.atomic import fsync_dir as _fsync_dir
 from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
 
@@ -158,14 +159,6 @@ def recover_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
             os.fsync(f.fileno())
         log.warning("log.torn_tail_recovered", path=str(p), dropped_bytes=rec.torn_bytes, at_offset=rec.size)
     return rec
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -7,14 +7,13 @@ optimisation: deleting it never loses anything, the log stays the truth.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from .atomic import write_atomic
 from .projection import Projection
 
 __all__ = ["Snapshot", "load_snapshot", "write_snapshot"]
@@ -33,24 +32,7 @@ def write_snapshot(directory: Path | str, seq: int, encoded: Mapping[str, bytes]
     d = Path(directory)
     raw = {name: msgspec.Raw(data) for name, data in encoded.items()}
     data = msgspec.json.encode(Snapshot(seq, raw, state_hash))
-    final = d / SNAPSHOT_NAME
-    # A temp file of its own: two snapshots written at once must not interleave into one file.
-    fd, partial = tempfile.mkstemp(dir=d, prefix=SNAPSHOT_NAME + ".", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, final)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # make the rename itself durable
-    finally:
-        os.close(dfd)
-    return final
+    return write_atomic(d / SNAPSHOT_NAME, data)
 
 
 def load_snapshot(directory: Path | str, projections: Sequence[Projection[Any]]) -> tuple[int, dict[str, Any]] | None:

@@ -22,6 +22,7 @@ from ._toolbox import ToolBox, ToolError
 __all__ = [
     "Difficulty",
     "Family",
+    "SolverRecorder",
     "SolverStep",
     "Task",
     "ToolBox",
@@ -57,6 +58,23 @@ class SolverStep(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     arguments: dict[str, Any] = {}
     result: str | None = None
     answer: str | None = None
+
+
+class SolverRecorder:
+    """Drives a task's tools the way a model would and records each call as a :class:`SolverStep`."""
+
+    def __init__(self, box: ToolBox) -> None:
+        self.box = box
+        self.steps: list[SolverStep] = []
+
+    def call(self, tool: str, **arguments: Any) -> str:
+        result = self.box.call(tool, arguments)
+        self.steps.append(SolverStep(tool=tool, arguments=arguments, result=result))
+        return result
+
+    def answer(self, value: str) -> list[SolverStep]:
+        self.steps.append(SolverStep(answer=value))
+        return self.steps
 
 
 class Family(Protocol):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ._answer import normalise_text
-from ._base import Difficulty, SolverStep, Task, ToolBox, ToolError
+from ._base import Difficulty, SolverRecorder, SolverStep, Task, ToolBox, ToolError
 from ._family import Draw, FamilyBase
 
 __all__ = ["Dispatch"]
@@ -223,13 +223,7 @@ class Dispatch(FamilyBase):
 
     def solve(self, task: Task) -> Sequence[SolverStep]:
         """Read the queue and its rules, then check rules in order, fetching each fact once, when needed."""
-        box = self.tools(task)
-        steps: list[SolverStep] = []
-
-        def call(tool: str, **arguments: Any) -> str:
-            result = box.call(tool, arguments)
-            steps.append(SolverStep(tool=tool, arguments=arguments, result=result))
-            return result
+        call = (recorder := SolverRecorder(self.tools(task))).call
 
         match = _TICKET_RE.search(task.prompt)
         if match is None:
@@ -265,5 +259,4 @@ class Dispatch(FamilyBase):
             # all() short-circuits: like a careful model, stop fetching facts once a condition fails.
             if when == "otherwise" or all(holds(c) for c in when.split(" and ")):
                 break
-        steps.append(SolverStep(answer=team))
-        return steps
+        return recorder.answer(team)

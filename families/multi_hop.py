@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from ._answer import normalise_text
-from ._base import Difficulty, SolverStep, Task, ToolBox, ToolError
+from ._base import Difficulty, SolverRecorder, SolverStep, Task, ToolBox, ToolError
 from ._family import Draw, FamilyBase
 
 __all__ = ["MultiHop"]
@@ -212,13 +212,7 @@ class MultiHop(FamilyBase):
 
     def solve(self, task: Task) -> Sequence[SolverStep]:
         """Parse the question, then follow the chain one lookup per link, reading only tool results."""
-        box = self.tools(task)
-        steps: list[SolverStep] = []
-
-        def call(tool: str, **arguments: Any) -> str:
-            result = box.call(tool, arguments)
-            steps.append(SolverStep(tool=tool, arguments=arguments, result=result))
-            return result
+        call = (recorder := SolverRecorder(self.tools(task))).call
 
         match = _LEAD.match(task.prompt.strip())
         if match is None:
@@ -243,5 +237,4 @@ class MultiHop(FamilyBase):
         if attr is not None:
             tool = "lookup_company" if kind == "company" else "lookup_person"
             current = _parse_record(call(tool, name=current))[attr]
-        steps.append(SolverStep(answer=current))
-        return steps
+        return recorder.answer(current)

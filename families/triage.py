@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ._answer import normalise_text
-from ._base import Difficulty, SolverStep, Task, ToolBox, ToolError
+from ._base import Difficulty, SolverRecorder, SolverStep, Task, ToolBox, ToolError
 from ._family import Draw, FamilyBase
 
 __all__ = ["Triage"]
@@ -219,13 +219,7 @@ class Triage(FamilyBase):
 
     def solve(self, task: Task) -> Sequence[SolverStep]:
         """Open incident's time -> dependencies -> every candidate's deploys -> latest before the time."""
-        box = self.tools(task)
-        steps: list[SolverStep] = []
-
-        def call(tool: str, **arguments: Any) -> str:
-            result = box.call(tool, arguments)
-            steps.append(SolverStep(tool=tool, arguments=arguments, result=result))
-            return result
+        call = (recorder := SolverRecorder(self.tools(task))).call
 
         match = _PROMPT_RE.match(task.prompt)
         if match is None:
@@ -252,8 +246,7 @@ class Triage(FamilyBase):
             if best[2] not in records:
                 records[best[2]] = _fields(call("get_service", name=best[2]))
             answer = records[best[2]]["oncall"]
-        steps.append(SolverStep(answer=answer))
-        return steps
+        return recorder.answer(answer)
 
 
 def _fields(record: str) -> dict[str, str]:

@@ -16,13 +16,12 @@ values it uses into its own log as events (:func:`baseline_events`), so its rewa
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
 
+from engine.atomic import write_atomic
 from events import BaselineFrozen
 
 from .baseline_projection import best_pre as _best_pre
@@ -116,18 +115,8 @@ def baseline_events(f: BaselinesFile) -> list[BaselineFrozen]:
 def write_baselines(path: Path | str, f: BaselinesFile) -> None:
     """Write atomically (temp file, fsync, rename): a reader sees the old file or the new one."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     data = msgspec.json.format(msgspec.json.encode(f), indent=2) + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(p, data)
 
 
 def missing_pairs(
