@@ -68,30 +68,53 @@ class BatchStarted(EventBody, frozen=True, kw_only=True):
     step: int
     task_ids: list[str]
     group_size: int
+    sampler_version: int = 0  # the sampler the batch's episodes start on
 
 
 @event("batch.collected")
 class BatchCollected(EventBody, frozen=True, kw_only=True):
+    """The episodes (whole groups) that the learner step ``step`` trains on, and how off-policy they are."""
+
     step: int
     episode_ids: list[str]
+    task_ids: list[str] = []
+    staleness_max: int = 0  # max over episodes of step - sampler_version
+    staleness_mean: float = 0.0
 
 
 @event("episode.stale_discarded")
 class EpisodeStaleDiscarded(EventBody, frozen=True, kw_only=True):
+    """An episode sampled with ``sampler_version`` could not train at ``step`` (too stale); its task is
+    re-queued (``requeued``) so the group is run again on a fresher sampler."""
+
     episode_id: str
     sampler_version: int
     step: int
+    task_id: str = ""
+    max_steps_off_policy: int = 2
+    requeued: bool = True
 
 
 @event("lora.step_applied")
 class LoRAStepApplied(EventBody, frozen=True, kw_only=True):
+    """One optimizer step on the agent's LoRA: loss metrics from the learner and the checkpoint paths
+    (``state_path`` resumes training with optimizer state; ``sampler_path`` serves the new weights)."""
+
     step: int
     metrics: dict[str, float] = {}
     state_path: str = ""
     sampler_path: str = ""
+    loss_fn: str = ""
+    learning_rate: float = 0.0
+    n_datums: int = 0
+    n_episodes: int = 0
+    n_tokens: int = 0  # trained (sampled) tokens
 
 
 @event("sampler.published")
 class SamplerPublished(EventBody, frozen=True, kw_only=True):
+    """Sampler weights ``path`` are now version ``sampler_version``; episodes started from now on use them."""
+
     sampler_version: int
     path: str
+    step: int = 0

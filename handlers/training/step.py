@@ -1,0 +1,115 @@
+"""One learner step, top to bottom: stale groups out (and re-queued), advantages, datums, forward-backward +
+optimizer step, checkpoint, events.
+
+Events, in order: ``episode.stale_discarded`` (one per discarded episode), ``batch.collected``,
+``lora.step_applied``, ``sampler.published`` (version ``step + 1``: version 0 is the base model, and the
+weights after step ``s`` serve version ``s + 1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from events._base import EventBody
+from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
+
+from .advantages import group_advantages
+from .config import OuterConfig
+from .datums import DatumSpec, trajectory_to_datums
+from .episodes import EpisodeGroup
+from .loss import loss_fn_config
+from .port import LearnerPort
+from .staleness import split_by_staleness
+
+__all__ = ["StepResult", "build_batch_datums", "discard_stale", "learner_step"]
+
+log = structlog.get_logger(__name__)
+
+Emit = Callable[[EventBody], Awaitable[Any]]
+
+
+class StepResult(msgspec.Struct, frozen=True, kw_only=True):
+    applied: LoRAStepApplied | None  # None: nothing fresh enough to train on
+    requeued_task_ids: list[str]  # tasks whose groups were stale, to run again
+
+
+def build_batch_datums(groups: Sequence[EpisodeGroup]) -> list[DatumSpec]:
+    """Every group's advantages, then every episode's datums (a zero-advantage episode still yields datums:
+    the loss is zero there but keeping them keeps the batch shape honest)."""
+    out: list[DatumSpec] = []
+    for group in groups:
+        advs = group_advantages([ep.reward for ep in group.episodes])
+        for ep, adv in zip(group.episodes, advs, strict=True):
+            out.extend(trajectory_to_datums(ep.turns, adv))
+    return out
+
+
+async def discard_stale(stale: Sequence[EpisodeGroup], *, step: int, config: OuterConfig, emit: Emit) -> list[str]:
+    """Emit ``episode.stale_discarded`` for every episode of the ``stale`` groups; their task ids to re-queue."""
+    for group in stale:
+        for ep in group.episodes:
+            await emit(
+                EpisodeStaleDiscarded(
+                    episode_id=ep.episode_id,
+                    sampler_version=ep.sampler_version,
+                    step=step,
+                    task_id=group.task_id,
+                    max_steps_off_policy=config.max_steps_off_policy,
+                )
+            )
+    return [g.task_id for g in stale]
+
+
+async def learner_step(
+    learner: LearnerPort,
+    groups: Sequence[EpisodeGroup],
+    *,
+    step: int,
+    config: OuterConfig,
+    emit: Emit,
+) -> StepResult:
+    """Train step ``step`` on the fresh groups among ``groups``; discard and re-queue the stale ones."""
+    split = split_by_staleness(groups, step, config.max_steps_off_policy)
+    requeued = await discard_stale(split.stale, step=step, config=config, emit=emit)
+    if not split.fresh:
+        return StepResult(applied=None, requeued_task_ids=requeued)
+
+    episodes = [ep for g in split.fresh for ep in g.episodes]
+    lags = [step - ep.sampler_version for ep in episodes]
+    await emit(
+        BatchCollected(
+            step=step,
+            episode_ids=[ep.episode_id for ep in episodes],
+            task_ids=[g.task_id for g in split.fresh],
+            staleness_max=max(lags),
+            staleness_mean=sum(lags) / len(lags),
+        )
+    )
+    datums = build_batch_datums(split.fresh)
+    outcome = await learner.train_step(
+        datums,
+        loss_fn=config.loss_fn,
+        loss_fn_config=loss_fn_config(config.loss_fn, clip_low=config.clip_low, clip_high=config.clip_high),
+        learning_rate=config.learning_rate,
+    )
+    with_state = config.save_every > 0 and (step + 1) % config.save_every == 0
+    state_path, sampler_path = await learner.save(f"step_{step + 1:06d}", with_state=with_state)
+    applied = LoRAStepApplied(
+        step=step,
+        metrics=dict(outcome.metrics),
+        state_path=state_path,
+        sampler_path=sampler_path,
+        loss_fn=config.loss_fn,
+        learning_rate=config.learning_rate,
+        n_datums=len(datums),
+        n_episodes=len(episodes),
+        n_tokens=sum(d.n_trained for d in datums),
+    )
+    await emit(applied)
+    await emit(SamplerPublished(sampler_version=step + 1, path=sampler_path, step=step))
+    log.info("outer.step_applied", step=step, episodes=len(episodes), datums=len(datums), stale=len(split.stale))
+    return StepResult(applied=applied, requeued_task_ids=requeued)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from handlers.training import ConfigError, draw_tasks, load_config, loss_fn_config, parse_config
+
+
+def test_defaults_are_the_seed_setup():
+    cfg = parse_config({})
+    assert (cfg.lora_rank, cfg.learning_rate, cfg.group_size, cfg.max_steps_off_policy) == (8, 4e-5, 8, 2)
+    assert cfg.batch_size == 40 and cfg.loss_fn == "importance_sampling"
+    assert "triage" not in cfg.families
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"lora_rank": 0}, "lora_rank"),
+        ({"group_size": 1}, "group_size"),
+        ({"loss_fn": "sft"}, "loss_fn"),
+        ({"families": ["triage"]}, "families"),
+        ({"families": ["nope"]}, "families"),
+        ({"max_steps_off_policy": -1}, "max_steps_off_policy"),
+        ({"learning_rate": "fast"}, "learning_rate"),
+        ({"lora_rnak": 8}, "lora_rnak"),
+    ],
+)
+def test_errors_name_the_key(table, key):
+    with pytest.raises(ConfigError, match=key):
+        parse_config(table, source="run.toml")
+
+
+def test_load_config_from_toml(tmp_path):
+    p = tmp_path / "smoke.toml"
+    p.write_text('[outer]\nloss_fn = "ppo"\ngroup_size = 2\ntasks_per_batch = 3\n')
+    cfg = load_config(p)
+    assert cfg.loss_fn == "ppo" and cfg.batch_size == 6
+    p.write_text("[outer]\ngroup_size = 0\n")
+    with pytest.raises(ConfigError, match=r"smoke\.toml.*group_size"):
+        load_config(p)
+
+
+def test_loss_selection():
+    assert loss_fn_config("importance_sampling", clip_low=0.8, clip_high=1.2) is None
+    assert loss_fn_config("ppo", clip_low=0.7, clip_high=1.3) == {"clip_low_threshold": 0.7, "clip_high_threshold": 1.3}
+    with pytest.raises(ValueError, match="loss_fn"):
+        loss_fn_config("stable_reinforce", clip_low=0.8, clip_high=1.2)
+
+
+def test_draw_tasks_refuses_triage_and_is_deterministic():
+    fams = ["calc_chain", "ledger", "dispatch"]
+    a = draw_tasks(fams, 5, seed=1, step=3)
+    assert a == draw_tasks(fams, 5, seed=1, step=3)
+    assert a != draw_tasks(fams, 5, seed=1, step=4)
+    assert {t.family for t in a} == set(fams)
+    with pytest.raises(ValueError, match="triage"):
+        draw_tasks(["calc_chain", "triage"], 5, seed=1, step=0)
+    req = draw_tasks(fams, 2, seed=9, step=0)
+    b = draw_tasks(fams, 5, seed=1, step=3, requeued=req)
+    assert b[:2] == req and len(b) == 5

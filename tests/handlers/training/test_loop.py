@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from events.learning import (
+    BatchCollected,
+    BatchStarted,
+    EpisodeStaleDiscarded,
+    LoRAStepApplied,
+    SamplerPublished,
+)
+from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, StepOutcome, parse_config
+
+
+class SlowLearner:
+    def __init__(self, delay):
+        self.delay = delay
+        self.n = 0
+
+    async def train_step(self, datums, *, loss_fn, loss_fn_config, learning_rate):
+        await asyncio.sleep(self.delay)
+        self.n += 1
+        return StepOutcome(metrics={"loss:sum": 0.0})
+
+    async def save(self, name, *, with_state):
+        return (f"tinker://s/{name}", f"tinker://w/{name}")
+
+
+def make_runner(seed, tail_prob, started):
+    rng = random.Random(seed)
+
+    async def run_episode(episode_id, task, version, path):
+        started.append((episode_id, task.task_id, version, path))
+        # heavy-tailed durations (ms scale): a few stragglers take 30x longer
+        await asyncio.sleep(0.002 * (30 if rng.random() < tail_prob else rng.random()))
+        return FinishedEpisode(
+            episode_id=episode_id,
+            task_id=task.task_id,
+            sampler_version=version,
+            reward=rng.random(),
+            turns=[SampledTurn(prompt_tokens=[1, 2], sampled_tokens=[3], sampled_logprobs=[-0.3])],
+        )
+
+    return run_episode
+
+
+@pytest.mark.parametrize(("seed", "k", "tail"), [(0, 2, 0.05), (1, 0, 0.2), (2, 1, 0.1)])
+async def test_async_loop_invariants(seed, k, tail):
+    events = []
+
+    async def emit(body):
+        events.append(body)
+
+    cfg = parse_config(
+        {"group_size": 2, "tasks_per_batch": 3, "episode_concurrency": 8, "max_steps_off_policy": k, "seed": seed}
+    )
+    started = []
+    loop = OuterLoop(config=cfg, learner=SlowLearner(0.003), run_episode=make_runner(seed, tail, started), emit=emit)
+    assert await asyncio.wait_for(loop.run(max_steps=6), 20) == 6
+
+    applied = [e for e in events if isinstance(e, LoRAStepApplied)]
+    assert [a.step for a in applied] == list(range(6))
+    collected = [e for e in events if isinstance(e, BatchCollected)]
+    assert all(c.staleness_max <= k for c in collected)
+    assert all(len(c.episode_ids) == 6 and len(set(c.task_ids)) <= 3 for c in collected)
+    trained = [i for c in collected for i in c.episode_ids]
+    assert len(trained) == len(set(trained))  # no episode trained twice
+    discarded = {e.episode_id for e in events if isinstance(e, EpisodeStaleDiscarded)}
+    assert not discarded & set(trained)
+    # every episode ran on the sampler published before it started, and with its path
+    published = {e.sampler_version: e.path for e in events if isinstance(e, SamplerPublished)}
+    published[0] = ""
+    assert all(published[v] == p for _, _, v, p in started)
+    # stale tasks were run again
+    for tid in loop.requeued:
+        assert sum(1 for _, t, _, _ in started if t == tid) >= 2 * cfg.group_size
+    assert all("triage" not in t for e in events if isinstance(e, BatchStarted) for t in e.task_ids)
+
+
+async def test_one_straggler_does_not_gate_a_batch():
+    events = []
+
+    async def emit(body):
+        events.append(body)
+
+    async def run_episode(episode_id, task, version, path):
+        if episode_id == "ep000000":
+            await asyncio.sleep(3600)  # never finishes within the test
+        await asyncio.sleep(0.001)
+        return FinishedEpisode(
+            episode_id=episode_id,
+            task_id=task.task_id,
+            sampler_version=version,
+            reward=0.5,
+            turns=[SampledTurn(prompt_tokens=[1], sampled_tokens=[2], sampled_logprobs=[-1.0])],
+        )
+
+    cfg = parse_config({"group_size": 2, "tasks_per_batch": 2, "episode_concurrency": 8})
+    loop = OuterLoop(config=cfg, learner=SlowLearner(0.0), run_episode=run_episode, emit=emit)
+    assert await asyncio.wait_for(loop.run(max_steps=3), 10) == 3  # and the straggler was cancelled
+
+
+async def test_episode_error_propagates():
+    async def emit(body):
+        pass
+
+    async def run_episode(episode_id, task, version, path):
+        raise RuntimeError("boom")
+
+    cfg = parse_config({"group_size": 2, "tasks_per_batch": 1, "episode_concurrency": 2})
+    loop = OuterLoop(config=cfg, learner=SlowLearner(0.0), run_episode=run_episode, emit=emit)
+    with pytest.raises(ExceptionGroup):
+        await asyncio.wait_for(loop.run(max_steps=1), 10)
+
+
+def test_concurrency_must_hold_a_group():
+    from handlers.training import ConfigError
+
+    with pytest.raises(ConfigError, match="episode_concurrency"):
+        parse_config({"group_size": 8, "episode_concurrency": 4})
