@@ -4,7 +4,11 @@ Every task is drawn from a ``random.Random`` seeded by a hash of (family, split,
 (family, split, seed) always gives the same task, byte for byte, on every machine and Python version.
 
 Splits: ``train`` (unlimited seeds), ``dev`` (the handful shown to the trainer agent) and ``hidden``
-(the 200-task eval set). Disjointness is by construction, not by luck: a ``train`` or ``dev`` draw whose
+(the 200-task eval set). The hidden split's seed also mixes in an HMAC of (family, seed) under the
+installation key (:mod:`._key`), so the public seed range and the generator code alone cannot rebuild it;
+train and dev draws do not depend on the key (except through the rare collision redraw below).
+
+Disjointness is by construction, not by luck: a ``train`` or ``dev`` draw whose
 fingerprint (prompt and answer) equals a hidden task's is rejected and redrawn with the next sub-seed, so
 no training or dev task can ever equal a hidden one, over the whole seed space.
 """
@@ -18,6 +22,7 @@ from collections.abc import Callable
 import msgspec
 
 from ._base import Task
+from ._key import current_key
 
 __all__ = ["DEV_SIZE", "HIDDEN_SIZE", "SPLITS", "draw_disjoint", "fingerprint", "split_rng"]
 
@@ -28,10 +33,13 @@ DEV_SIZE = 5  # dev examples shown to the trainer agent: split "dev", seeds 0..4
 
 
 def split_rng(family: str, split: str, seed: int, attempt: int = 0) -> random.Random:
-    """A generator seeded by a stable hash (never Python's salted ``hash``)."""
+    """A generator seeded by a stable hash (never Python's salted ``hash``); keyed for the hidden split."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    digest = hashlib.sha256(f"{family}|{split}|{seed}|{attempt}".encode()).digest()
+    material = f"{family}|{split}|{seed}|{attempt}"
+    if split == "hidden":
+        material += "|" + current_key().hidden_mix(family, seed)
+    digest = hashlib.sha256(material.encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 

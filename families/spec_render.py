@@ -10,16 +10,21 @@ from the family itself, so a spec can never drift from the code (a test compares
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
 import msgspec
 import structlog
 
-from . import FAMILIES, HIDDEN_SIZE, SYSTEM_PROMPT, dev_tasks, get_family, hidden_tasks
+from . import FAMILIES, HIDDEN_SIZE, SYSTEM_PROMPT, dev_tasks, get_family
 from .spec import BASE_MODELS, Bounds, DevExample, EvalSpec, ExampleStep, FloatRange, IntRange, TaskSpec, ToolSpec
 
-__all__ = ["SPEC_DIR", "VERSION", "main", "render_spec", "spec_bytes", "spec_path"]
+__all__ = ["SPEC_DIR", "TURN_SAMPLE", "VERSION", "longest_reference", "main", "render_spec", "spec_bytes", "spec_path"]
+
+# Public train seeds 0..TURN_SAMPLE-1 whose reference solutions size the turn limit. Not the hidden set: that
+# is derived from the secret installation key, and a public spec must neither depend on nor reveal it.
+TURN_SAMPLE = 1000
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +98,13 @@ BOUNDS = {
 }
 
 
+@functools.cache
+def longest_reference(name: str) -> int:
+    """Most tool calls of a reference solution over the public train sample (default difficulty mix)."""
+    family = get_family(name)
+    return max(sum(s.tool is not None for s in family.solve(family.generate("train", i))) for i in range(TURN_SAMPLE))
+
+
 def render_spec(name: str, fast: bool = False) -> TaskSpec:
     """The spec of family ``name`` generated from its code."""
     family = get_family(name)
@@ -106,7 +118,7 @@ def render_spec(name: str, fast: bool = False) -> TaskSpec:
         for task in dev_tasks(family)
     ]
     # Turn limit: the longest reference solution's tool calls + the answer turn, plus slack for a retry.
-    longest = max(sum(s.tool is not None for s in family.solve(t)) for t in hidden_tasks(family))
+    longest = longest_reference(name)
     return TaskSpec(
         name=f"{name}_v{VERSION}" + ("_fast" if fast else ""),
         family=name,

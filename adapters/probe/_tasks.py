@@ -4,6 +4,9 @@ The sandboxed child sends back every task's prompt and answer; the comparison wi
 happens here, in the engine process, so the hidden set never enters the sandbox. A task matches a hidden
 item when its fingerprint (``families.fingerprint``: prompt and answer) equals one, or when its prompt equals
 a hidden prompt after normalisation (case and whitespace): a hidden prompt with any answer is a leak.
+Near duplicates (a lightly edited hidden item with its answer) are caught by :mod:`._contamination`; the
+check's detail then states the overlap figure. The hidden set depends on the installation key, so every
+cache here is keyed by (family, key fingerprint).
 """
 
 from __future__ import annotations
@@ -13,20 +16,38 @@ from collections.abc import Sequence
 from typing import Any
 
 import families
+from families._key import key_fingerprint
 
-__all__ = ["hidden_index", "judge_tasks", "normalise_prompt"]
+from ._contamination import NEAR_JACCARD, HiddenShingles, near_duplicates
+
+__all__ = ["hidden_index", "hidden_shingles", "judge_tasks", "normalise_prompt"]
 
 
 def normalise_prompt(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-@functools.cache
 def hidden_index(family_name: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(fingerprints, normalised prompts) of the family's hidden eval set; built once per process."""
+    """(fingerprints, normalised prompts) of the family's hidden eval set under the current key."""
+    return _hidden_index(family_name, key_fingerprint())
+
+
+@functools.cache
+def _hidden_index(family_name: str, fingerprint: str) -> tuple[frozenset[str], frozenset[str]]:
     family = families.get_family(family_name)
     prompts = frozenset(normalise_prompt(t.prompt) for t in families.hidden_tasks(family))
     return families.hidden_fingerprints(family), prompts
+
+
+def hidden_shingles(family_name: str) -> HiddenShingles:
+    """The near-duplicate index of the family's hidden set under the current key."""
+    return _hidden_shingles(family_name, key_fingerprint())
+
+
+@functools.cache
+def _hidden_shingles(family_name: str, fingerprint: str) -> HiddenShingles:
+    tasks = families.hidden_tasks(families.get_family(family_name))
+    return HiddenShingles([t.prompt for t in tasks], [t.answer for t in tasks])
 
 
 def _fingerprint(family_name: str, prompt: str, answer: str) -> str:
@@ -83,8 +104,22 @@ def judge_tasks(reply: dict[str, Any], family_name: str, min_tasks: int) -> tupl
             f"{len(hits)} of {count} tasks equal items of the hidden eval set ({shown}); training on the eval "
             "set is not allowed: generate other tasks"
         )
+    else:
+        report = near_duplicates(hidden_shingles(family_name), items)
+        if report.near:
+            shown = "; ".join(
+                f"#{k} {_short(str(items[k].get('prompt')))!r} (overlap {j:.2f})" for k, _, j in report.near[:3]
+            )
+            problems.append(
+                f"contamination: {len(report.near)} of {count} tasks ({report.overlap:.2%}) are near duplicates of "
+                f"hidden eval items (same answer, {NEAR_JACCARD:.0%}+ of the hidden prompt's 5-grams: {shown}); "
+                "training on edited eval items is not allowed: generate other tasks"
+            )
     scope = f"{count} tasks" + (" (the first ones of an endless taskset)" if reply.get("truncated") else "")
     if problems:
         return False, f"{scope}: " + " | ".join(problems)
     typed = ", ".join(f"{k}: {v}" for k, v in fields.items())
-    return True, f"{scope} loaded; data type {', '.join(data_types)} ({typed}); none equals a hidden eval item"
+    return True, (
+        f"{scope} loaded; data type {', '.join(data_types)} ({typed}); "
+        "none equals a hidden eval item, none near one (overlap 0.00%)"
+    )

@@ -36,7 +36,7 @@ from ._prime_map import config_problems, prime_rl_config
 from ._rubric import judge_rubric, rubric_cases
 from ._sandbox import ChildFailure, Sandbox
 from ._static import scan_env
-from ._tasks import hidden_index, judge_tasks
+from ._tasks import hidden_index, hidden_shingles, judge_tasks
 from ._tools import compare_tools
 
 __all__ = ["CHECK_NAMES", "VERIFIERS_VERSION", "ProbeValidator", "describe_isolation"]
@@ -174,6 +174,7 @@ class ProbeValidator:
             async with box:
                 isolation = describe_isolation(plan, box.uid, lim, box.nproc, box.uid_note)
                 hidden_index(spec.family)  # built while the child imports verifiers
+                hidden_shingles(spec.family)
                 t = time.monotonic()
                 ready = await box.wait_ready()
                 if not ready.get("ok"):

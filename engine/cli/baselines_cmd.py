@@ -31,7 +31,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--force", action="store_true", help="re-score and replace every frozen pair")
     p.add_argument("--limit", type=int, default=None, help="only the first N hidden tasks (smoke runs only)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (cpu)")
-    p.add_argument("--key-fingerprint", default="", help="fingerprint of the eval-integrity key (reserved)")
+    p.add_argument(
+        "--key-fingerprint",
+        default=None,
+        help="fingerprint to freeze under (default: the installation key's, see docs/eval-integrity.md)",
+    )
     gpu = p.add_argument_group("--inner gpu")
     gpu.add_argument("--vllm", default="vllm", help="the vllm command (e.g. /opt/ait/prime-rl/.venv/bin/vllm)")
     gpu.add_argument("--vf-eval", default="vf-eval", help="vf-eval of the scoring venv")
@@ -124,7 +128,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out or f"fixtures/baselines/{args.inner}.json")
     try:
+        if args.key_fingerprint is None:
+            from families._key import key_fingerprint
+
+            # The hidden sets derive from the installation key: scores frozen under another key are meaningless.
+            args.key_fingerprint = key_fingerprint()
         existing = load_baselines_file(out) if out.exists() and not args.force else None
+        if existing is not None and existing.key_fingerprint != args.key_fingerprint:
+            raise BaselinesError(
+                f"{out}: frozen under eval key {existing.key_fingerprint or '(none)'!r}, but the current key is "
+                f"{args.key_fingerprint!r}, so the hidden eval sets differ; re-freeze with "
+                f"`ait baselines --inner {args.inner} --force` (or restore the key they were frozen under)"
+            )
         todo = missing_pairs(existing, families, models)
         score_fn, ran_on = make_score_fn(args)
     except BaselinesError as exc:

@@ -41,12 +41,20 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
 
 
 def _baselines(trainer: str) -> tuple[dict[str, dict[str, float]], str]:
-    from handlers.baselines import load_baselines
+    from families._key import key_fingerprint
+    from handlers.baselines import BaselinesError, load_baselines
 
     path = BASELINES.get(trainer)
     if path is None or not path.exists():
         return {}, "none frozen (a succeeded job cannot be scored for uplift)"
-    return load_baselines(path), str(path.relative_to(REPO))
+    # Baselines frozen under another installation key scored other hidden sets: refuse them, loudly.
+    try:
+        return load_baselines(path, key_fingerprint=key_fingerprint()), str(path.relative_to(REPO))
+    except BaselinesError as exc:
+        raise SystemExit(
+            f"ait episode: {exc}\nThe eval key changed since these baselines were frozen: re-freeze them with "
+            f"`ait baselines --inner {trainer} --force`, or restore the key file they were frozen under."
+        ) from None
 
 
 def default_deps(args: argparse.Namespace) -> EpisodeDeps:

@@ -83,7 +83,8 @@ def test_tasks_do_not_depend_on_the_hash_seed() -> None:
 
 # Baselines (best_pre) are frozen against this exact hidden set: a generator change that alters it must be
 # deliberate, so update this digest *and* re-freeze the family's baselines together.
-HIDDEN_DIGEST = "91876e3a16c321e7a23f799b8e3db3e4aac1eab6c4156dc5a0c988dfe0a1ee0a"
+# Under the PUBLIC test key (tests/data/eval-test.key, set by tests/conftest.py): hidden sets are keyed.
+HIDDEN_DIGEST = "086b34dc77d227b24665e8c12912fa3ee1084384f39275bb77f3a5d1adfec0f4"
 
 
 def test_hidden_set_is_pinned() -> None:

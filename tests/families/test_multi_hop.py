@@ -59,7 +59,8 @@ def test_tasks_do_not_depend_on_the_hash_seed() -> None:
 
 # Baselines (best_pre) are frozen against this exact hidden set: a generator change that alters it must be
 # deliberate, so update this digest *and* re-freeze the family's baselines together.
-HIDDEN_DIGEST = "2c336b911a97e438f08de1509821f9e57f180d42a3264b4a052d4658cc7c8b9d"
+# Under the PUBLIC test key (tests/data/eval-test.key, set by tests/conftest.py): hidden sets are keyed.
+HIDDEN_DIGEST = "1ea65d56935a30557ba04fabb7c8de18732a522377a41b57a10f3e04bd8c6bf5"
 
 
 def test_hidden_set_is_pinned() -> None:

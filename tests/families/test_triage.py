@@ -89,7 +89,8 @@ def test_tasks_do_not_depend_on_the_hash_seed() -> None:
 
 # Baselines (best_pre) are frozen against this exact hidden set: a generator change that alters it must be
 # deliberate, so update this digest *and* re-freeze the family's baselines together.
-HIDDEN_DIGEST = "6c7f5c71c783c72188e237989fe4fd64dd9801eee298e520001219ef5c9f9c94"
+# Under the PUBLIC test key (tests/data/eval-test.key, set by tests/conftest.py): hidden sets are keyed.
+HIDDEN_DIGEST = "70cd503d008abc4093dda00b911e037242062646ac6a6666fb7f07182cb3442d"
 
 
 def test_hidden_set_is_pinned() -> None:

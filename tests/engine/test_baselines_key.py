@@ -1,0 +1,64 @@
+"""Baselines are tied to the eval key: frozen under its fingerprint, refused loudly once the key changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli import baselines_cmd, episode_wiring, main
+from families._key import ENV_VAR, key_fingerprint
+from handlers.baselines import BaselineEntry
+
+
+@pytest.fixture
+def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    calls: list[tuple[str, str]] = []
+
+    def factory(args):
+        async def score(family: str, model: str) -> BaselineEntry:
+            calls.append((family, model))
+            return BaselineEntry(score=0.25, n=200, sampling="T=1")
+
+        return score
+
+    monkeypatch.setattr(baselines_cmd, "_cpu_score_fn", factory)
+    return calls
+
+
+def test_a_changed_key_invalidates_frozen_baselines_until_force(
+    tmp_path: Path, fake_cpu: list, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cpu.json"
+    argv = ["--runs-root", str(tmp_path / "runs"), "baselines", "--family", "calc_chain", "--out", str(out)]
+    assert main(argv) == 0
+    first = key_fingerprint()
+    assert json.loads(out.read_text())["key_fingerprint"] == first
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "new.key"))  # a new installation key
+    assert key_fingerprint() != first
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"frozen under eval key {first!r}" in err and "ait baselines --inner cpu --force" in err
+    assert len(fake_cpu) == 2  # nothing scored against the wrong hidden set
+
+    assert main([*argv, "--force"]) == 0
+    data = json.loads(out.read_text())
+    assert data["key_fingerprint"] == key_fingerprint() and data["version"] == 2
+    assert len(fake_cpu) == 4
+
+
+def test_an_episode_refuses_baselines_of_another_key(
+    tmp_path: Path, fake_cpu: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "cpu.json"
+    assert main(["--runs-root", str(tmp_path / "runs"), "baselines", "--family", "ledger", "--out", str(out)]) == 0
+    monkeypatch.setattr(episode_wiring, "BASELINES", {"cpu": out, "standin": None})
+    monkeypatch.setattr(episode_wiring, "REPO", tmp_path)
+    baselines, desc = episode_wiring._baselines("cpu")
+    assert baselines["ledger"] and desc == "cpu.json"
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "other.key"))
+    with pytest.raises(SystemExit, match=r"ait baselines --inner cpu --force"):
+        episode_wiring._baselines("cpu")
