@@ -142,7 +142,9 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
                 )
             )
             if deps.job_runner is None or args.no_job:
-                console.print(f"job {job_id} queued; no job runner was asked for, so this stops after validation")
+                console.print(f"job {job_id} queued; stopping after validation ({deps.ran_on.get('jobs', '')})")
+                console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
+                console.print(f"log: {rt.log.path}")
                 return 0
             await deps.job_runner(rt, job_id)
         with anyio.move_on_after(30):

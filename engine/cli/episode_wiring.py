@@ -65,10 +65,14 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
     validator = ProbeValidator()
     baselines, baselines_desc = _baselines(args.trainer)
-    if not args.no_job and not baselines.get(spec.family):
-        raise ValueError(
+    # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
+    # episode stops after validation and says how to get one (the job stays queued in the log).
+    no_job_reason = "--no-job was given" if args.no_job else ""
+    if not no_job_reason and not baselines.get(spec.family):
+        no_job_reason = (
             f"no frozen baseline for {spec.family} with the {args.trainer} trainer, so a job's uplift cannot be "
-            f"scored: run `ait baselines --inner {args.trainer}` first, or pass --no-job to stop after validation"
+            f"scored: run `ait baselines --inner {args.trainer}` (or pick another --trainer), then "
+            f"`ait worker RUN --once --trainer {args.trainer}` to train the queued job"
         )
     ran_on = {
         "agent": policy_desc,
@@ -93,11 +97,11 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
         if summary.status != "drained":
             raise RuntimeError(f"job {job_id}: the local worker stopped with {summary.status}: {summary.message}")
 
-    ran_on["jobs"] = f"local subprocess pod agent, trainer {args.trainer}"
+    ran_on["jobs"] = f"not run: {no_job_reason}" if no_job_reason else f"local pod agent, trainer {args.trainer}"
     return EpisodeDeps(
         policy=policy,
         validator=validator,
-        job_runner=None if args.no_job else run_job,
+        job_runner=None if no_job_reason else run_job,
         baselines=baselines,
         ran_on=ran_on,
     )

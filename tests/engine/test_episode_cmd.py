@@ -1,0 +1,29 @@
+"""`ait episode` on the embedded defaults: the scripted agent, the real sandboxed probe, a validated job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.replay import replay
+from handlers.registry import default_projections
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_episode_reaches_a_validated_queued_job_and_says_why_it_stops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = REPO / "examples" / "tasks" / "string_pipeline_v1_fast.json"
+    code = main(["--runs-root", str(tmp_path), "episode", "--task", str(task), "--run-id", "r1", "--no-job"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "episode validated after" in out and "job job-0 queued; stopping after validation" in out
+    assert "agent=scripted (string_pipeline_good.json)" in out
+    result = replay(tmp_path / "r1" / "events.jsonl", default_projections())
+    assert result.by_type["submission.validated"] == 1 and result.by_type["job.queued"] == 1
+    assert result.states["episodes"]["ep-0"].status == "validated"
+    assert result.states["run"].status == "running"
