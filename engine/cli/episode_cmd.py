@@ -127,6 +127,7 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
         console.print(f"run {rt.run_id}: episode on {spec.name} with agent {deps.policy.name}")
         outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
+        _write_artifacts(run_dir / "episodes" / episode_id, outcome, spec.name, deps.ran_on)
         if outcome.status == "validated" and outcome.job is not None:
             from events import JobQueued
 
@@ -143,6 +144,7 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
             )
             if deps.job_runner is None or args.no_job:
                 console.print(f"job {job_id} queued; stopping after validation ({deps.ran_on.get('jobs', '')})")
+                console.print(_usage_line(rt, ledger, episode_id))
                 console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
                 console.print(f"log: {rt.log.path}")
                 return 0
@@ -162,3 +164,34 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
         console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
         console.print(f"log: {rt.log.path}")
     return 0
+
+
+def _usage_line(rt: Any, ledger: Any, episode_id: str) -> str:
+    ep = rt.state("episodes")[episode_id]
+    spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
+    return (
+        f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; "
+        f"cost ${spent:.4f} (this run, from the cost ledger)"
+    )
+
+
+def _write_artifacts(directory: Path, outcome: Any, spec_name: str, ran_on: dict[str, str]) -> None:
+    """The episode's trajectory (every message the agent saw and sent) and manifest, beside its workspace.
+
+    Both are conveniences derived from the run: the log and its blobs remain the truth."""
+    import json
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "trajectory.json").write_text(json.dumps(outcome.messages, indent=1) + "\n", encoding="utf-8")
+    manifest = {
+        "episode_id": outcome.episode_id,
+        "task_spec": spec_name,
+        "status": outcome.status,
+        "turns": outcome.turns,
+        "attempts": outcome.attempts,
+        "parseable": outcome.parseable,
+        "bundle": outcome.bundle,
+        "usage": outcome.usage,
+        "ran_on": ran_on,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

@@ -82,6 +82,7 @@ class EpisodeOutcome:
     bundle: str = ""  # blob hash of the validated job bundle
     turns: int = 0
     usage: dict[str, int] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the whole conversation, as the agent saw it
 
 
 class EpisodeRunner:
@@ -122,7 +123,8 @@ class EpisodeRunner:
             await self._record_file(ep, path, data)
 
         outcome = EpisodeOutcome(ep, "running")
-        messages = list(setup.messages)
+        messages = outcome.messages
+        messages.extend(setup.messages)
         nudged = False
         try:
             for _turn in range(setup.max_turns):

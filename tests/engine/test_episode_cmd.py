@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,10 @@ def test_episode_reaches_a_validated_queued_job_and_says_why_it_stops(
     assert result.by_type["submission.validated"] == 1 and result.by_type["job.queued"] == 1
     assert result.states["episodes"]["ep-0"].status == "validated"
     assert result.states["run"].status == "running"
+    assert "tokens: 0 in (0 cached), 0 out; cost $0.0000" in out
+    episode_dir = tmp_path / "r1" / "episodes" / "ep-0"
+    manifest = json.loads((episode_dir / "manifest.json").read_text())
+    assert manifest["status"] == "validated" and manifest["bundle"]
+    trajectory = json.loads((episode_dir / "trajectory.json").read_text())
+    assert trajectory[0]["role"] == "system" and any(m.get("role") == "tool" for m in trajectory)
+    assert (episode_dir / "workspace" / "job.toml").is_file()
