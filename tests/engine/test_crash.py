@@ -252,6 +252,16 @@ def test_power_loss_drops_only_unsynced_bytes_and_flips_are_reported(tmp_path: P
         with open(log_path, "r+b") as f:
             f.truncate(cut)
             os.fsync(f.fileno())
+        if cycle % 3 == 0 and data[:cut].endswith(b"\n") and lines:
+            # The child often syncs everything it wrote, leaving no unsynced bytes to cut into: every
+            # third cycle, simulate a write torn by the power loss as a prefix of a record on the tail.
+            record = rng.choice(lines)
+            partial = record[: rng.randint(1, len(record) - 2)]  # never the whole line, never its newline
+            data = data[:cut] + partial
+            cut = len(data)
+            with open(log_path, "ab") as f:
+                f.write(partial)
+                os.fsync(f.fileno())
         torn = cut - (data.rfind(b"\n", 0, cut) + 1)
         with capture_logs() as logs:
             records = check_reopen(run, acked)
