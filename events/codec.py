@@ -108,18 +108,20 @@ class RecordCodec:
             raise CorruptRecord(f"bad envelope: {exc}") from None
         return Recorded(env.seq, env.ts, self._body(env.type, env.v, env.body))
 
-    def decode_block(self, data: bytes, end: int, first_seq: int | None = None) -> list[Recorded] | None:
-        """Decode the whole lines in ``data[:end]`` (``end`` just past a newline) in one pass.
+    def decode_block(
+        self, data: bytes, end: int, first_seq: int | None = None, start: int = 0
+    ) -> list[Recorded] | None:
+        """Decode the whole lines in ``data[start:end]`` (``end`` just past a newline) in one pass.
 
         Returns None unless every line is a valid record at its type's current schema version (and, with
         ``first_seq``, the seqs run on from it without a gap): the caller then decodes line by line,
         which upcasts old versions or reports the first bad line.
         """
         try:
-            envs = _typed_decoder().decode_lines(memoryview(data)[:end])
+            envs = _typed_decoder().decode_lines(memoryview(data)[start:end])
         except msgspec.DecodeError:
             return None
-        if len(envs) != data.count(b"\n", 0, end):  # decode_lines skips blank lines; a blank line is bad
+        if len(envs) != data.count(b"\n", start, end):  # decode_lines skips blank lines; a blank line is bad
             return None
         # The crc check, as in decode(): the line ends with the crc of all before ',"crc":' in lowercase hex
         # and '"}'. (The line decoded as an envelope, so it is longer than that suffix.) This loop is a
@@ -127,7 +129,7 @@ class RecordCodec:
         out: list[Recorded] = []
         append, find, crc32, record = out.append, data.find, zlib.crc32, Recorded
         tail, suffix = _CRC_START, _SUFFIX_LEN
-        pos = 0
+        pos = start
         check_seq, seq = first_seq is not None, first_seq or 0
         for env in envs:
             nl = find(b"\n", pos)
