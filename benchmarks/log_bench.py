@@ -7,10 +7,13 @@
    producers, once with ``batch`` durability (group commit: one fsync per batch) and once with ``none``
    (handed to the page cache, no fsync). Both runs write the same number of events (the same file size).
    Target: batch throughput >= 0.5 x none.
-2. Replay: a file of ``--events`` events, read and folded into two projections with ``read_log`` (crc,
-   envelope and typed body decoding, seq checks) + ``Projection.apply``, against the raw floor: reading the
-   file and ``msgspec.json.decode`` (untyped) of every line, results discarded. ``decode_lines`` over the
-   whole buffer is printed for reference. Target: raw time / replay time >= 0.5.
+2. Replay: a file of ``--events`` events, read and folded into two projections with ``scan_log`` (every
+   line crc-checked, decoded into its typed Structs and seq-checked, in 64 KiB blocks) + ``Projection.fold``
+   per block, against the raw floor: reading the file and ``msgspec.json.decode`` (untyped) of every line,
+   results discarded. Printed for reference: the same per-line decoding into the typed Structs a replay
+   builds (faster than untyped: no dicts), ``decode_lines`` over the whole buffer, and ``ait replay``'s
+   ``engine.replay.replay`` (adds the effects projection, per-type counts and the state hash).
+   Target: raw time / replay time >= 0.5.
 
 Each figure is the best of ``--repeat`` runs (the machine is shared; the best run is the least disturbed).
 """

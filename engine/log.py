@@ -14,6 +14,9 @@ and every pending and later append raises :class:`LogFatalError`; recovery is a 
 Opening a log recovers a torn final line (bytes after the last newline, or an undecodable last line:
 what a crash mid-append leaves) by truncating it, and says so. A bad line anywhere else is never produced
 by a crash: it is refused with its line number (:class:`LogCorrupted`), never skipped.
+
+Reading (:func:`scan_log`, :func:`read_log`) goes in blocks of whole lines, each checked as a whole before
+its records are handed out, so that a replay folds them while they are still in the CPU cache.
 """
 
 from __future__ import annotations
