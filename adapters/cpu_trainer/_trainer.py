@@ -62,6 +62,8 @@ class CpuTrainer:
         eval_limit: int | None = None,
         eval_seed: int = 0,
         eval_temperature: float | None = None,
+        max_steps: int | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.lr_scale = lr_scale
         self.seed = seed
@@ -71,6 +73,9 @@ class CpuTrainer:
         self.eval_limit = eval_limit  # None: the whole hidden set
         self.eval_seed = eval_seed
         self.eval_temperature = eval_temperature  # None: the task spec's (else the scorer's default)
+        # Caps on the job's own values, for smoke runs (tests, a first try on a slow laptop); None: the job's.
+        self.max_steps = max_steps
+        self.batch_size = batch_size
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -108,6 +113,7 @@ class CpuTrainer:
             )
         except ValueError as exc:
             raise _Failed("config_error", f"job.toml: {exc}") from exc
+        settings = _capped(settings, self.max_steps, self.batch_size)
         torch.set_num_threads(settings.threads)
 
         phase = time.monotonic()
@@ -188,6 +194,21 @@ class CpuTrainer:
             raise _Failed("scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}") from exc
 
 
+def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:
+    """The job's settings with the trainer's smoke-run caps applied (and said so in the notes)."""
+    notes = list(settings.notes)
+    steps, batch = settings.max_steps, settings.batch_size
+    if max_steps is not None and max_steps < steps:
+        notes.append(f"max_steps {steps} capped to {max_steps} by the trainer (smoke run)")
+        steps = max_steps
+    if batch_size is not None and batch_size < batch:
+        # Whole groups only: the cap rounds down to a multiple of group_size (at least one group).
+        capped = max(settings.group_size, batch_size - batch_size % settings.group_size)
+        notes.append(f"batch_size {batch} capped to {capped} by the trainer (smoke run)")
+        batch = capped
+    return msgspec.structs.replace(settings, max_steps=steps, batch_size=batch, notes=notes)
+
+
 def _spec_limits(root: Path) -> tuple[float | None, float | None]:
     """(time budget in seconds, eval temperature) from ``task_spec.json``, when the bundle has one."""
     path = root / "task_spec.json"
@@ -247,6 +268,8 @@ _OPTIONS: dict[str, type] = {
     "eval_limit": int,
     "eval_seed": int,
     "eval_temperature": float,
+    "max_steps": int,
+    "batch_size": int,
 }
 
 
