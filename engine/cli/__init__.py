@@ -18,6 +18,7 @@ from . import (
     replay_cmd,
     report_cmd,
     tail_cmd,
+    train_cmd,
     watch_cmd,
     worker_cmd,
 )
@@ -25,6 +26,7 @@ from . import (
 __all__ = ["build_parser", "main"]
 
 _COMMANDS = (
+    train_cmd,
     episode_cmd,
     worker_cmd,
     pod_agent_cmd,
