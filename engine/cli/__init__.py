@@ -14,6 +14,7 @@ from . import (
     baselines_cmd,
     costs_cmd,
     episode_cmd,
+    holdout_cmd,
     pod_agent_cmd,
     replay_cmd,
     report_cmd,
@@ -27,6 +28,7 @@ __all__ = ["build_parser", "main"]
 
 _COMMANDS = (
     train_cmd,
+    holdout_cmd,
     episode_cmd,
     worker_cmd,
     pod_agent_cmd,

@@ -10,8 +10,10 @@ and every pod terminated, ``run.finished`` is recorded and the summary printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -23,6 +25,7 @@ from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
 from events import Recorded, RunFinished
+from handlers.baseline_projection import best_pre
 from handlers.budget import BudgetGate
 from handlers.costs_ledger import CostsLedger
 from handlers.dispatcher import Dispatcher
@@ -55,6 +58,23 @@ def _worker_args(cfg: RunConfig) -> argparse.Namespace:
     return argparse.Namespace(provider=cfg.inner.provider, trainer=cfg.inner.trainer, trainer_opt=opts, image="")
 
 
+@contextlib.asynccontextmanager
+async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
+    """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
+    (validated episodes of cancelled groups too) and every pod is terminated."""
+    args = _worker_args(cfg)
+    rd = RunDir(rt.directory)
+    async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
+        ran_on["jobs"] = where
+        ports = dispatch_ports(rt, rd, args, cfg.fleet, load_prices(), provider, agent)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Dispatcher(rt, ports, cfg.fleet).run)
+            yield
+            tg.cancel_scope.cancel()
+        drained = await Dispatcher(rt, ports, cfg.fleet, once=True).run()
+        ran_on["final drain"] = drained.status
+
+
 async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     target = max_steps if max_steps is not None else cfg.outer.max_steps
@@ -70,6 +90,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         resumed = await open_run(
             rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=cfg.baselines
         )
+        missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
         owed = await rewarder.catch_up(rt, records) if resumed else 0
         state: TrainingState = rt.state("training")
@@ -88,17 +109,12 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
             rt, cfg, policy_for=backend.policy_for, validator=validator, gate=gate, histories=histories
         )
         loop = OuterLoop(config=cfg.outer, learner=backend.learner, run_episode=episodes, emit=rt.emit, state=state)
-        args = _worker_args(cfg)
-        rd = RunDir(run_dir)
         failure = ""
         try:
-            async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
-                ran_on["jobs"] = where
-                ports = dispatch_ports(rt, rd, args, cfg.fleet, load_prices(), provider, agent)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(Dispatcher(rt, ports, cfg.fleet).run)
-                    with progress("outer steps", total=target, unit="steps") as bar:
-                        bar.update(completed=state.step)
+            async with fleet_running(rt, cfg, ran_on):
+                with progress("outer steps", total=target, unit="steps") as bar:
+                    bar.update(completed=state.step)
+                    async with anyio.create_task_group() as tg:
 
                         async def follow() -> None:
                             seen = -1
@@ -109,18 +125,28 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
 
                         tg.start_soon(follow)
                         await loop.run(max_steps=target)
-                    tg.cancel_scope.cancel()
-                # Jobs still queued (validated episodes of cancelled groups) run now; then every pod goes.
-                drained = await Dispatcher(rt, ports, cfg.fleet, once=True).run()
+                        tg.cancel_scope.cancel()
         except Exception as exc:  # task groups raise ExceptionGroups: report the first real error
             failure = _first_error(exc)
         if failure:
             await rt.emit(RunFinished(status="failed", reason=failure))
             raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")
         await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps applied"))
-        for line in summary_lines(rt, ran_on, drained.status):
+        for line in summary_lines(rt, ran_on):
             console.print(line)
     return 0
+
+
+def missing_baselines(rt: Runtime, families: list[str]) -> None:
+    """A succeeded job is rewarded against its family's frozen best_pre: without one its episode would wait
+    for a reward forever. Refuse to start instead, saying how to get one."""
+    frozen = rt.state("baselines")
+    missing = [f for f in families if best_pre(frozen, f) is None]
+    if missing:
+        raise TrainFailed(
+            f"no frozen baseline for {', '.join(missing)}: freeze them with `ait baselines` (and give the scores "
+            f"as [baselines.<family>] in the run config), or drop those families"
+        )
 
 
 def _step_moved(rt: Runtime, seen: int) -> bool:

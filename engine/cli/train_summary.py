@@ -10,7 +10,7 @@ from handlers.training import TrainingState
 __all__ = ["summary_lines"]
 
 
-def summary_lines(rt: Any, ran_on: Mapping[str, str], drain_status: str) -> list[str]:
+def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
     training: TrainingState = rt.state("training")
     rewards = rt.state("rewards")
     queue = rt.state("queue")
@@ -37,12 +37,12 @@ def summary_lines(rt: Any, ran_on: Mapping[str, str], drain_status: str) -> list
     lines.append(
         f"inner jobs: {counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed, "
         f"{sum(counts.get(k, 0) for k in ('queued', 'requeued', 'assigned', 'running'))} unfinished "
-        f"(final drain: {drain_status})"
+        f"(final drain: {ran_on.get('final drain', '-')})"
     )
-    lines.append(f"spend: ${budget.settled / 1_000_000:.4f} settled (run cap in the cost ledger)")
+    lines.append(f"spend: ${budget.settled / 1_000_000:.4f} settled by this run (agent calls, pods, training)")
     last = training.steps.get(str(training.step - 1))
     if last is not None:
         lines.append(f"checkpoint: state {last.state_path or '(none this step)'}, sampler {last.sampler_path}")
-    lines.append("ran on: " + ", ".join(f"{k}={v}" for k, v in ran_on.items()))
+    lines.append("ran on: " + ", ".join(f"{k}={v}" for k, v in ran_on.items() if k != "final drain"))
     lines.append(f"log: {rt.log.path}")
     return lines

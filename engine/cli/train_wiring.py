@@ -28,14 +28,14 @@ class Backend:
         self.ran_on = ran_on
 
 
-def _offline(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
+def _offline(cfg: RunConfig, run_dir: Path, resume_state_path: str, trajectory: Path | None) -> Backend:
     from adapters.agents import ScriptedPolicy, load_trajectory
     from adapters.tinker.offline import OfflineLearner, OfflinePolicy
 
     learner = OfflineLearner(run_dir, resume_state_path=resume_state_path)
 
     async def policy_for(family: str, version: int, path: str) -> AgentPolicy:
-        inner = ScriptedPolicy(load_trajectory(cfg.trajectory_path(family)))
+        inner = ScriptedPolicy(load_trajectory(trajectory or cfg.trajectory_path(family)))
         return OfflinePolicy(inner, sampler_version=version, sampler_path=path)
 
     ran_on = {
@@ -76,9 +76,12 @@ def _tinker(cfg: RunConfig, resume_state_path: str) -> Backend:
     return Backend(learner, policy_for, ran_on)
 
 
-def make_backend(cfg: RunConfig, run_dir: Path, *, resume_state_path: str = "") -> Backend:
+def make_backend(
+    cfg: RunConfig, run_dir: Path, *, resume_state_path: str = "", trajectory: Path | None = None
+) -> Backend:
+    """``trajectory``: the scripted agent's trajectory for every family (``ait holdout --trajectory``)."""
     if cfg.backend.kind == "offline":
-        return _offline(cfg, run_dir, resume_state_path)
+        return _offline(cfg, run_dir, resume_state_path, trajectory)
     return _tinker(cfg, resume_state_path)
 
 
