@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.log import read_log
     from engine.logs import configure_logging
     from engine.rundir import resolve_run
-    from events import RunStarted
+    from events import RunStarted, SamplerPublished
     from families import HELD_OUT_FAMILIES
     from handlers.training import ConfigError
 
@@ -77,7 +77,14 @@ def run(args: argparse.Namespace) -> int:
         if found is None:
             return _fail(f"--checkpoint {args.checkpoint!r}: no run under {runs_root}/ published it; pass --run RUN")
         run_dir = found
-    header = read_log(run_dir / "events.jsonl").records[0].event
+    records = read_log(run_dir / "events.jsonl").records
+    header = records[0].event
+    published = {r.event.path: r.event.sampler_version for r in records if isinstance(r.event, SamplerPublished)}
+    del records
+    if args.checkpoint != "base" and args.checkpoint not in published:
+        return _fail(f"--checkpoint {args.checkpoint!r}: run {run_dir.name} never published it")
+    version = 0 if args.checkpoint == "base" else published[args.checkpoint]
+    path = "" if args.checkpoint == "base" else args.checkpoint
     if not isinstance(header, RunStarted) or header.config.get("command") != "train":
         return _fail(f"{run_dir}/events.jsonl: not an `ait train` run")
     try:
@@ -93,14 +100,14 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no task spec {cfg.spec_path(args.family)} for {args.family}")
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
     try:
-        return anyio.run(holdout, cfg, run_dir, args.checkpoint, args.family, args.n, trajectory)
-    except ValueError as exc:
-        return _fail(str(exc))
+        return anyio.run(holdout, cfg, run_dir, version, path, args.family, args.n, trajectory)
     except TrainFailed as exc:
         return _fail(str(exc))
 
 
-async def holdout(cfg: Any, run_dir: Path, checkpoint: str, family: str, n: int, trajectory: Path | None) -> int:
+async def holdout(
+    cfg: Any, run_dir: Path, version: int, path: str, family: str, n: int, trajectory: Path | None
+) -> int:
     import anyio
     from rich.console import Console
 
@@ -128,7 +135,6 @@ async def holdout(cfg: Any, run_dir: Path, checkpoint: str, family: str, n: int,
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=cfg.baselines)
         missing_baselines(rt, [family])
-        version, path = _version_of(rt.state("training"), checkpoint)
         backend = make_backend(cfg, run_dir, trajectory=trajectory)
         ran_on = {**backend.ran_on, "validation": validator_desc}
         group = f"holdout-v{version}"
@@ -173,16 +179,6 @@ async def holdout(cfg: Any, run_dir: Path, checkpoint: str, family: str, n: int,
     console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in ran_on.items() if k != "final drain"))
     console.print(f"written: {out / f'v{version}.md'}")
     return 0
-
-
-def _version_of(training: Any, checkpoint: str) -> tuple[int, str]:
-    if checkpoint == "base":
-        return 0, ""
-    for key in sorted(training.steps, key=int):
-        rec = training.steps[key]
-        if rec.applied and rec.sampler_path == checkpoint:
-            return rec.step + 1, checkpoint
-    raise ValueError(f"--checkpoint {checkpoint!r}: this run never published it")
 
 
 def _encode(row: Any) -> str:
