@@ -19,7 +19,7 @@ __all__ = ["TRAINERS", "load_trainer", "parse_options"]
 TRAINERS: dict[str, str] = {
     "standin": "adapters.pod.standin:make_trainer",
     "prime_rl": "adapters.prime_rl.factory:make_trainer",
-    # "cpu": "adapters.cpu_trainer:make_trainer",  # the embedded tiny-model trainer, once it lands
+    "cpu": "adapters.cpu_trainer:make_trainer",  # the embedded tiny-model trainer (the default locally)
 }
 
 

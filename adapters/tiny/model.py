@@ -24,6 +24,7 @@ __all__ = [
     "Checkpoint",
     "ModelSpec",
     "build_model",
+    "grow_model",
     "load_checkpoint",
     "resolve_model_name",
     "save_checkpoint",
@@ -57,9 +58,9 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "tiny-1.7b": ModelSpec(
         name="tiny-1.7b",
         stands_in_for="Qwen/Qwen3-1.7B",
-        hidden_size=192,
+        hidden_size=128,
         num_layers=4,
-        num_heads=6,
+        num_heads=4,
         num_kv_heads=2,
         head_dim=32,
         intermediate_size=768,
@@ -100,6 +101,49 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) 
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
     return model
+
+
+@torch.no_grad()
+def grow_model(small: Qwen3ForCausalLM, spec: ModelSpec, seed: int) -> Qwen3ForCausalLM:
+    """A deeper, wider model computing exactly what ``small`` computes (function-preserving growth).
+
+    ``small``'s layers are copied into the first layers; each MLP gains neurons whose output weights
+    are zero, and the added layers have zero attention-output and MLP-output weights, so every new
+    part starts as a no-op on the residual stream and training grows it from there. The larger base
+    then starts from the smaller one's skill (as a larger pre-trained model starts from more compute).
+    """
+    old = small.config
+    if spec.hidden_size != old.hidden_size or spec.num_heads != old.num_attention_heads:
+        raise ValueError("growth keeps the hidden size and the attention heads")
+    if spec.num_kv_heads != old.num_key_value_heads or spec.head_dim != old.head_dim:
+        raise ValueError("growth keeps the key/value heads and the head size")
+    if spec.num_layers < old.num_hidden_layers or spec.intermediate_size < old.intermediate_size:
+        raise ValueError("growth cannot remove layers or MLP neurons")
+    config = Qwen3Config.from_dict(old.to_dict())
+    config.num_hidden_layers = spec.num_layers
+    config.intermediate_size = spec.intermediate_size
+    config.layer_types = ["full_attention"] * spec.num_layers
+    torch.manual_seed(seed)
+    big = Qwen3ForCausalLM(config)
+    src, dst = small.state_dict(), big.state_dict()
+    width = old.intermediate_size
+    for name, tensor in dst.items():
+        if name.startswith("model.layers."):
+            index = int(name.split(".")[2])
+            if index >= old.num_hidden_layers:
+                if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+                    tensor.zero_()  # a new layer adds nothing to the residual stream at first
+                continue
+        source = src[name]
+        if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            tensor[:width].copy_(source)
+        elif name.endswith("mlp.down_proj.weight"):
+            tensor.zero_()
+            tensor[:, :width].copy_(source)
+        else:
+            tensor.copy_(source)
+    big.load_state_dict(dst)
+    return big
 
 
 class Checkpoint:

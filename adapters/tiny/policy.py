@@ -2,8 +2,8 @@
 
 :class:`TinyPolicy` answers ``respond(ChatRequest) -> Reply``: it renders the request's messages and
 tools with the chat template, samples with the request's ``temperature`` / ``top_p`` /
-``max_tokens`` (or ``max_completion_tokens``) / ``seed``, and parses the text into content and tool
-calls. Requests that arrive within ``window_ms`` of each other share one :func:`generate` batch (run in
+``max_tokens`` (or ``max_completion_tokens``) / ``seed`` / ``stop``, and parses the text into content
+and tool calls. Requests that arrive within ``window_ms`` of each other share one :func:`generate` batch (run in
 a worker thread so the event loop keeps accepting requests; later arrivals form the next batch).
 
 Every answered request leaves a :class:`RequestSample` (prompt ids, sampled ids, their log-probs) in
@@ -97,6 +97,9 @@ class TinyPolicy:
         params = self.sampling(request, len(prompt))
         sample = await self._submit(prompt, params)
         text = decode_reply(self.ckpt.tokenizer, sample.token_ids)
+        stops = [request.stop] if isinstance(request.stop, str) else [s for s in request.stop or [] if s]
+        if stops:
+            sample, text = self._apply_stop(sample, text, stops)
         parsed = parse_reply(text)
         turn = sum(m.role == "assistant" for m in request.messages)
         record = RequestSample(
@@ -140,6 +143,19 @@ class TinyPolicy:
             )
         except ValueError as exc:
             raise PolicyError(f"bad sampling parameters: {exc}") from None
+
+    def _apply_stop(self, sample: Sample, text: str, stops: Sequence[str]) -> tuple[Sample, str]:
+        """Cut at the first stop string, as vLLM does: the ids through the token that completes it are
+        kept (they were sampled), the text ends before it, and the finish reason is ``stop``."""
+        if not any(s in text for s in stops):
+            return sample, text
+        for k in range(1, len(sample.token_ids) + 1):
+            prefix = decode_reply(self.ckpt.tokenizer, sample.token_ids[:k])
+            hits = [prefix.index(s) for s in stops if s in prefix]
+            if hits:
+                cut = Sample(token_ids=sample.token_ids[:k], logprobs=sample.logprobs[:k], finish_reason="stop")
+                return cut, prefix[: min(hits)]
+        return sample, text
 
     # -- samples -----------------------------------------------------------------------------------
     def session_samples(self, session_id: str | None, *, pop: bool = False) -> list[RequestSample]:

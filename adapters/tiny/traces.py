@@ -1,7 +1,8 @@
 """Supervised traces for pre-training the tiny models: reference solutions, some with one realistic mistake.
 
 A clean trace is the family's reference solution as a chat: system prompt, the task, one assistant tool
-call per step with the tool's result, then ``<answer>X</answer>``. A noisy trace makes exactly one
+call per step (after a short note quoting the instruction it carries out, see :mod:`.thoughts`) with the
+tool's result, then ``<answer>X</answer>``. A noisy trace makes exactly one
 mistake and stays self-consistent after it: the mistake is made by solving a slightly *different* task
 (an operand off by a little, a wrong operation, a skipped step, a wrong relation or account) with the
 real tools, while the conversation still shows the original prompt; or the last reply misreads the
@@ -21,13 +22,25 @@ import msgspec
 
 from families import SYSTEM_PROMPT, Family, SolverStep, Task
 
-__all__ = ["NOISE_FAMILIES", "noisy_steps", "solution_messages", "trace_messages"]
+from .thoughts import notes_for
+
+__all__ = [
+    "NOISE_FAMILIES",
+    "Trace",
+    "noisy_steps",
+    "noisy_trace",
+    "reference_trace",
+    "solution_messages",
+    "trace_messages",
+]
 
 Perturb = Callable[[Task, random.Random], Task]
 
 
-def solution_messages(task: Task, steps: Sequence[SolverStep]) -> list[dict[str, Any]]:
-    """The chat a model produces when it follows ``steps`` (OpenAI message dicts)."""
+def solution_messages(
+    task: Task, steps: Sequence[SolverStep], notes: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The chat a model produces when it follows ``steps`` (OpenAI message dicts), a note before each call."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": task.prompt},
@@ -39,7 +52,7 @@ def solution_messages(task: Task, steps: Sequence[SolverStep]) -> list[dict[str,
             messages.append(
                 {
                     "role": "assistant",
-                    "content": "",
+                    "content": notes[n] if notes is not None else "",
                     "tool_calls": [{"id": f"call_{n}", "type": "function", "function": call}],
                 }
             )
@@ -161,13 +174,15 @@ _ERRORS_ALLOWED = frozenset({"ledger"})
 def _wrong_answer(task: Task, steps: list[SolverStep], rng: random.Random) -> list[SolverStep] | None:
     """The same calls, but the final reply misreads: a nearby number, an earlier result, another name."""
     answer = steps[-1].answer or ""
+    results = [s.result for s in steps if s.result]
     candidates: list[str] = []
     if re.fullmatch(r"-?\d+", answer):
+        # A number misread: off by a little, or another number the tools showed.
         candidates.append(str(int(answer) + rng.choice((-2, -1, 1, 2))))
-    results = [s.result for s in steps if s.result]
-    if results:
+        candidates += [n for r in results for n in re.findall(r"-?\d+", r)]
+    elif results:
         words = re.findall(r"[A-Za-z][A-Za-z0-9-]*", results[-1])
-        candidates += [w for w in words if w != answer and w[0].isupper()]
+        candidates += [w for w in words if w[0].isupper()]
         candidates += [r for r in results[:-1] if "\n" not in r and len(r) < 20]
     candidates = [c for c in candidates if c != answer]
     if not candidates:
@@ -175,26 +190,42 @@ def _wrong_answer(task: Task, steps: list[SolverStep], rng: random.Random) -> li
     return [*steps[:-1], SolverStep(answer=rng.choice(candidates))]
 
 
-def noisy_steps(family: Family, task: Task, rng: random.Random, tries: int = 8) -> list[SolverStep]:
+Trace = tuple[list[SolverStep], list[str] | None]
+
+
+def reference_trace(family: Family, task: Task) -> Trace:
+    """The reference solution and its notes."""
+    steps = list(family.solve(task))
+    return steps, notes_for(family.name, task, steps)
+
+
+def noisy_trace(family: Family, task: Task, rng: random.Random, tries: int = 8) -> Trace:
     """A solution with exactly one mistake whose answer is wrong (falls back to the clean solution)."""
-    clean = list(family.solve(task))
+    clean, clean_notes = reference_trace(family, task)
     perturb = NOISE_FAMILIES.get(family.name)
     for _ in range(tries):
         if perturb is None or rng.random() < 0.3:
-            steps = _wrong_answer(task, clean, rng)
+            steps, notes = _wrong_answer(task, clean, rng), clean_notes
         else:
             try:
-                steps = list(family.solve(perturb(task, rng)))
+                solved = perturb(task, rng)
+                steps = list(family.solve(solved))
+                notes = notes_for(family.name, solved, steps)
             except (KeyError, ValueError, IndexError):  # the misread question names nothing real
                 continue
             if family.name not in _ERRORS_ALLOWED and any((s.result or "").startswith("error") for s in steps):
                 continue
         if steps is not None and family.score(task, f"<answer>{steps[-1].answer}</answer>") == 0.0:
-            return steps
-    return clean
+            return steps, notes
+    return clean, clean_notes
+
+
+def noisy_steps(family: Family, task: Task, rng: random.Random, tries: int = 8) -> list[SolverStep]:
+    """The steps of :func:`noisy_trace`."""
+    return noisy_trace(family, task, rng, tries)[0]
 
 
 def trace_messages(family: Family, task: Task, rng: random.Random, noise: float) -> list[dict[str, Any]]:
     """One training conversation: clean with probability ``1 - noise``, else with one mistake."""
-    steps = noisy_steps(family, task, rng) if rng.random() < noise else list(family.solve(task))
-    return solution_messages(task, steps)
+    steps, notes = noisy_trace(family, task, rng) if rng.random() < noise else reference_trace(family, task)
+    return solution_messages(task, steps, notes)

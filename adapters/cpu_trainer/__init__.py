@@ -1,0 +1,44 @@
+"""The embedded inner trainer: GRPO with a tiny Qwen3-architecture model on a CPU, on a verifiers v1 env.
+
+:class:`CpuTrainer` implements the inner-trainer port (``handlers.inner_port.InnerTrainer``): a job bundle
+in (``job.toml`` + the agent's env package + ``task_spec.json``), a :class:`~handlers.inner_port.JobResult`
+out (hidden-eval ``pre`` and ``post`` scores, timings split into setup / pre_score / rollouts / learning /
+post_score, per-step progress callbacks with the batch's mean reward and the loss).
+
+The pieces, usable on their own (the benchmark uses them directly):
+
+- :func:`settings_from_job`: the job's ``[prime_rl]`` values -> :class:`CpuTrainSettings` (what applies on a
+  CPU; the rest is mapped and noted);
+- :func:`train`: the loop (rollouts through ``adapters.inproc`` with ``adapters.tiny``'s batching policy
+  sampling and keeping token ids + log-probs, rewards from the env's rubric, group-relative advantages,
+  a clipped importance-sampling update, optional KL to the base, a collapse guard);
+- :func:`grpo_update` / :func:`group_advantages`: the update itself.
+
+Agent-written env code runs in the calling process: call this only from a pod agent (a sandboxed
+process), never from the engine.
+"""
+
+from __future__ import annotations
+
+from ._grpo import EpisodeSample, TurnSample, UpdateStats, group_advantages, grpo_update, token_loss
+from ._loop import EnvFailure, StepRecord, TrainReport, train
+from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
+from ._trainer import CpuTrainer, make_trainer
+
+__all__ = [
+    "DEFAULT_LR_SCALE",
+    "CpuTrainSettings",
+    "CpuTrainer",
+    "EnvFailure",
+    "EpisodeSample",
+    "StepRecord",
+    "TrainReport",
+    "TurnSample",
+    "UpdateStats",
+    "group_advantages",
+    "grpo_update",
+    "make_trainer",
+    "settings_from_job",
+    "token_loss",
+    "train",
+]

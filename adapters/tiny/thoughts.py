@@ -1,0 +1,105 @@
+"""Scratchpad notes: what the tiny model writes before each tool call in its SFT traces.
+
+A note quotes the instruction the call carries out, as the prompt words it, and spells out any named
+value it uses (``Multiply by z. z = 2.``); the first note also quotes the start (``Start with q. q = 34.``).
+This turns each decision into a copy a two-layer model can learn cheaply: the next instruction is the
+prompt text that follows the one quoted last turn (an induction-head copy), and every tool argument is
+a copy from the note just written or the last tool result. Without notes, picking "the k-th
+instruction" and resolving a name took the small model many times more training to learn.
+
+Notes are derived from the task's ``world`` the calls were made from, so a trace whose mistake is a
+misread instruction quotes the misread instruction: note and call always agree. A family without a
+note function gets no notes (plain tool calls, as the reference solvers make them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from families import SolverStep, Task
+
+__all__ = ["NOTE_FAMILIES", "notes_for"]
+
+NoteFn = Callable[[Task, Sequence[SolverStep]], list[str]]
+
+_CALC = {"add": "Add {}.", "sub": "Subtract {}.", "mul": "Multiply by {}.", "div": "Divide by {}."}
+
+
+def _calc(task: Task, steps: Sequence[SolverStep]) -> list[str]:
+    variables: dict[str, int] = task.world["vars"]
+
+    def named(ref: Any) -> str:
+        return f" {ref} = {variables[ref]}." if isinstance(ref, str) else ""
+
+    start = task.world["start"]
+    notes = []
+    for k, (op, ref) in enumerate(task.world["ops"]):
+        note = _CALC[op].format(ref) + named(ref)
+        if k == 0:
+            note = f"Start with {start}.{named(start)} {note}"
+        notes.append(note)
+    return notes
+
+
+_STRINGS = {
+    "reverse": "Reverse it.",
+    "to_upper": "Make it uppercase.",
+    "to_lower": "Make it lowercase.",
+    "append": "Append {suffix}.",
+    "prepend": "Prepend {prefix}.",
+    "replace_char": "Replace every {old} with {new}.",
+    "take_first": "Keep the first {n} characters.",
+    "drop_first": "Remove the first {n} characters.",
+    "rotate_left": "Rotate it left by {n}.",
+}
+
+
+def _strings(task: Task, steps: Sequence[SolverStep]) -> list[str]:
+    variables: dict[str, str] = task.world["vars"]
+
+    def show(ref: Any) -> str:
+        if isinstance(ref, str):
+            return ref[1:] if ref.startswith("$") else f'"{ref}"'
+        return str(ref)
+
+    def named(refs: Sequence[Any]) -> str:
+        return "".join(f' {r[1:]} = "{variables[r[1:]]}".' for r in refs if isinstance(r, str) and r.startswith("$"))
+
+    start = task.world["start"]
+    notes = []
+    for k, (op, args) in enumerate(task.world["ops"]):
+        text = _STRINGS[op].format(**{key: show(v) for key, v in args.items()}).replace(" 1 characters", " 1 character")
+        note = text + named(list(args.values()))
+        if k == 0:
+            note = f"Start with {show(start)}.{named([start])} {note}"
+        notes.append(note)
+    return notes
+
+
+def _ledger(task: Task, steps: Sequence[SolverStep]) -> list[str]:
+    notes = []
+    for op in task.world["ops"]:
+        if op[0] == "deposit":
+            notes.append(f"deposit {op[2]} to {op[1]}.")
+        elif op[0] == "withdraw":
+            notes.append(f"withdraw {op[2]} from {op[1]}.")
+        else:
+            notes.append(f"transfer {op[3]} from {op[1]} to {op[2]}.")
+    notes.append(f"{task.world['target']}'s final balance.")
+    return notes
+
+
+NOTE_FAMILIES: dict[str, NoteFn] = {"calc_chain": _calc, "string_pipeline": _strings, "ledger": _ledger}
+
+
+def notes_for(family: str, solved: Task, steps: Sequence[SolverStep]) -> list[str] | None:
+    """One note per tool call of ``steps`` (solved from ``solved``'s world), or None for no notes."""
+    fn = NOTE_FAMILIES.get(family)
+    if fn is None:
+        return None
+    notes = fn(solved, steps)
+    calls = sum(s.tool is not None for s in steps)
+    if len(notes) != calls:  # a solver that made a different number of calls than the world lists
+        raise ValueError(f"{solved.id}: {len(notes)} notes for {calls} tool calls")
+    return notes

@@ -1,0 +1,186 @@
+"""The CPU trainer as the inner-trainer port: a job bundle in, a classified JobResult out, progress on the way.
+
+A randomly initialised tiny model (saved to a temporary checkpoint directory that job.toml names) keeps
+these tests fast and independent of the committed checkpoints; whether training *helps* is measured with
+the real checkpoints in test_cpu_trainer_direction.py and benchmarks/cpu_job.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from handlers.inner_port import JobBundle, Progress
+
+pytest.importorskip("verifiers.v1")
+
+from adapters.cpu_trainer import CpuTrainer
+
+ROOT = Path(__file__).resolve().parents[3]
+ENVS = ROOT / "fixtures" / "envs"
+
+
+@pytest.fixture(scope="module")
+def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from adapters.tiny.model import MODEL_SPECS, Checkpoint, build_model, save_checkpoint
+    from adapters.tiny.pretrain import build_tokenizer
+
+    tokenizer = build_tokenizer(0, per_family=20, vocab_size=300)
+    ckpt = Checkpoint("random-tiny", build_model(MODEL_SPECS["tiny-0.6b"], tokenizer, 0), tokenizer)
+    return save_checkpoint(ckpt, tmp_path_factory.mktemp("ckpt") / "random-tiny", {"name": "random-tiny"})
+
+
+def bundle(
+    tmp_path: Path, model: str, env_id: str = "family-reference", env_path: str = "", **extra: object
+) -> JobBundle:
+    table = {"model": model, "learning_rate": 1e-5, "max_steps": 2, "batch_size": 4, "group_size": 2, "max_tokens": 16}
+    table |= extra
+    lines = ["[prime_rl]", *(f"{k} = {v!r}".replace("'", '"') for k, v in table.items())]
+    lines += ["", "[env]", f'id = "{env_id}"', f'path = "{env_path or ENVS / "family_reference"}"', "num_tasks = 20"]
+    (tmp_path / "job.toml").write_text("\n".join(lines) + "\n")
+    return JobBundle(job_id="job-1", family="calc_chain", root=str(tmp_path))
+
+
+async def test_a_job_runs_pre_score_training_post_score_with_progress_and_timings(
+    tmp_path: Path, random_checkpoint: Path
+) -> None:
+    seen: list[Progress] = []
+
+    async def progress(p: Progress) -> None:
+        seen.append(p)
+
+    trainer = CpuTrainer(eval_limit=8)
+    result = await trainer.run(bundle(tmp_path, str(random_checkpoint)), progress)
+    assert result.ok, result.detail
+    assert result.pre is not None and result.post is not None and 0.0 <= result.pre <= 1.0
+    assert {"setup", "pre_score", "rollouts", "learning", "post_score", "total"} <= set(result.timings)
+    assert result.train_seconds == pytest.approx(result.timings["rollouts"] + result.timings["learning"], abs=1e-2)
+    assert "n=8" in result.sampling and "T=1" in result.sampling
+    phases = [p.phase for p in seen]
+    assert phases[0] == "pre_score" and phases[-1] == "post_score"
+    steps = [p for p in seen if p.phase == "train"]
+    assert [p.step for p in steps] == [1, 2] and all(p.total_steps == 2 and p.reward is not None for p in steps)
+    assert result.metrics["rollouts"] == 8.0 and "learning_rate 1e-05 x 10" in result.detail
+
+
+async def noop(p: Progress) -> None:
+    return None
+
+
+async def test_a_broken_job_toml_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "job.toml").write_text("[prime_rl]\nmodel = 3\n")
+    result = await CpuTrainer().run(JobBundle(job_id="j", family="calc_chain", root=str(tmp_path)), noop)
+    assert (result.ok, result.failure) == (False, "config_error")
+    assert "job.toml" in result.detail
+
+
+async def test_an_unknown_model_is_a_config_error(tmp_path: Path) -> None:
+    result = await CpuTrainer().run(bundle(tmp_path, "Qwen/Qwen3-72B"), noop)
+    assert (result.ok, result.failure) == (False, "config_error")
+    assert "Qwen/Qwen3-72B" in result.detail
+
+
+async def test_an_env_that_does_not_load_is_an_env_crash(tmp_path: Path, random_checkpoint: Path) -> None:
+    env = tmp_path / "env" / "broken_env"
+    env.mkdir(parents=True)
+    (env / "__init__.py").write_text("raise RuntimeError('import-time crash')\n")
+    result = await CpuTrainer().run(bundle(tmp_path, str(random_checkpoint), "broken-env", str(tmp_path / "env")), noop)
+    assert (result.ok, result.failure) == (False, "env_crash")
+    assert "import-time crash" in result.detail
+
+
+def test_the_pod_agent_factory_reads_typed_options_and_refuses_unknown_ones() -> None:
+    from adapters.cpu_trainer import make_trainer
+
+    trainer = make_trainer({"seed": "3", "threads": "2", "eval_limit": "50", "kl_coef": "0.01"})
+    assert (trainer.seed, trainer.threads, trainer.eval_limit, trainer.kl_coef) == (3, 2, 50, 0.01)
+    with pytest.raises(ValueError, match="unknown option"):
+        make_trainer({"sede": "3"})
+    with pytest.raises(ValueError, match="threads='two' is not a int"):
+        make_trainer({"threads": "two"})
+
+
+async def test_turn_seeded_requests_get_a_stable_seed_per_rollout_and_turn() -> None:
+    from adapters.cpu_trainer._collect import TurnSeeded, rollout_seeds
+    from adapters.openai_server import ChatRequest, Message, Reply
+
+    seeds: list[int | None] = []
+
+    class Inner:
+        async def respond(self, request: ChatRequest) -> Reply:
+            seeds.append(request.seed)
+            return Reply(content="ok")
+
+    policy = TurnSeeded(Inner())  # type: ignore[arg-type]
+    first = [Message(role="user", content="q")]
+    second = [*first, Message(role="assistant", content="a"), Message(role="user", content="q2")]
+    for seed, messages in ((5, first), (5, second), (5, first), (None, first)):
+        await policy.respond(ChatRequest(model="m", messages=messages, seed=seed))
+    assert seeds[0] == seeds[2] != seeds[1] and seeds[3] is None
+    assert rollout_seeds(0, 1, 4) == rollout_seeds(0, 1, 4) and len(set(rollout_seeds(0, 1, 4))) == 4
+    assert rollout_seeds(0, 1, 4) != rollout_seeds(0, 2, 4)
+
+
+def test_collapse_signature_needs_improbable_zero_reward_or_new_malformation() -> None:
+    from adapters.cpu_trainer._collect import BatchStats
+    from adapters.cpu_trainer._loop import _collapsed
+    from adapters.cpu_trainer._settings import CpuTrainSettings
+
+    s = CpuTrainSettings(model="m", learning_rate=1e-4, max_steps=1, batch_size=8, group_size=4)
+
+    def batch(reward_max: float, malformed: float) -> BatchStats:
+        return BatchStats(
+            rollouts=64,
+            reward_mean=reward_max / 2,
+            reward_max=reward_max,
+            malformed=malformed,
+            errors=0.0,
+            signal_groups=0,
+            turns_mean=3.0,
+        )
+
+    assert _collapsed(batch(0.0, 0.0), [0.3, 0.4], 0.0, s)  # zero reward after a 35% success rate
+    assert not _collapsed(batch(0.0, 0.0), [0.05, 0.02], 0.0, s)  # a weak base scores 0 by chance
+    assert _collapsed(batch(1.0, 0.8), [0.3], 0.1, s)  # suddenly mostly malformed
+    assert not _collapsed(batch(1.0, 0.8), [0.3], 0.7, s)  # malformed from the start: nothing collapsed
+
+
+async def test_a_collapsed_batch_rolls_back_to_the_last_healthy_weights(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import copy
+
+    import torch
+
+    from adapters.cpu_trainer import CpuTrainSettings, EpisodeSample, TurnSample, _loop, train
+    from adapters.inproc import load_env
+    from adapters.tiny.generate import completion_logprobs
+    from adapters.tiny.model import load_checkpoint
+
+    ckpt = load_checkpoint(random_checkpoint)
+    schedule = iter([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [1.0, 0.0]])  # mean rewards 0.5, 0.5, 0 (collapse), 0.5
+    weights: list[dict[str, torch.Tensor]] = []
+
+    async def fake_collect(runner, policy, tasks, group_size, seeds=None):  # type: ignore[no-untyped-def]
+        weights.append(copy.deepcopy(ckpt.model.state_dict()))
+        prompt, completions = [1, 2, 3], [[4, 5], [6, 7]]
+        with torch.no_grad():
+            lps = completion_logprobs(ckpt.model, [prompt, prompt], completions)
+        rewards = next(schedule)
+        episodes = [
+            EpisodeSample(group=0, reward=r, turns=[TurnSample(prompt_ids=prompt, token_ids=c, logprobs=lp.tolist())])
+            for r, c, lp in zip(rewards, completions, lps, strict=True)
+        ]
+        results = [type("R", (), {"ok": True, "num_turns": 1, "errors": []})() for _ in episodes]
+        return episodes, results
+
+    monkeypatch.setattr(_loop, "collect", fake_collect)
+    env = load_env("family-reference", path=ENVS / "family_reference", config={"num_tasks": 4})
+    settings = CpuTrainSettings(model="m", learning_rate=1e-2, max_steps=4, batch_size=2, group_size=2, epochs=1)
+    report = await train(ckpt, env, settings)
+    assert [s.action for s in report.steps] == ["update", "update", "rollback", "update"]
+    assert report.rollbacks == 1 and report.steps[3].learning_rate == pytest.approx(settings.learning_rate / 2)
+    # After the rollback the model is what it was before the last healthy update (the snapshot of step 2).
+    assert not all(torch.equal(weights[1][k], v) for k, v in weights[2].items())
+    assert all(torch.equal(weights[1][k], v) for k, v in weights[3].items())
