@@ -12,7 +12,7 @@ trains on the env with in-process verifiers rollouts, and post-scores. Runs:
 3. the first family again with the same seed (``--repeat``): the figures must be identical.
 
     .venv/bin/python benchmarks/cpu_job.py [--families calc_chain,string_pipeline,ledger] [--model tiny-0.6b]
-        [--seed 0] [--steps 30] [--batch 64] [--group 8] [--lr 1e-5] [--threads 1] [--no-repeat] [--json out.json]
+        [--seed 0] [--steps 60] [--batch 32] [--group 8] [--lr 1e-5] [--threads 1] [--no-repeat] [--json out.json]
 
 Prints one line per step and a summary table (pre, post, uplift, wall seconds and its split).
 """
@@ -143,8 +143,8 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default="calc_chain,string_pipeline,ledger")
     parser.add_argument("--model", default="tiny-0.6b")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-5, help="the job's learning rate (x10 for the tiny model)")
     parser.add_argument("--max-tokens", type=int, default=96)
