@@ -88,7 +88,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
             rt.start_reactor(kill_after(int(os.environ[KILL_ENV])))
         header = {"command": "train", "config_file": cfg.source, "config": cfg.raw, "steps": target}
         resumed = await open_run(
-            rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=cfg.baselines
+            rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
         )
         missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
@@ -137,6 +137,29 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
     return 0
 
 
+# The baselines file whose scores a trainer's jobs are comparable with (``ait baselines --inner ...``).
+BASELINES_OF_TRAINER = {"cpu": "cpu", "prime_rl": "gpu"}
+
+
+def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
+    """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key), with
+    the config's ``[baselines.<family>]`` tables taking precedence where given."""
+    from families._key import key_fingerprint
+    from handlers.baselines import BaselinesError, default_baselines_path, load_baselines
+
+    merged: dict[str, dict[str, float]] = {}
+    inner = BASELINES_OF_TRAINER.get(cfg.inner.trainer)
+    if inner is not None:
+        path = default_baselines_path(inner)
+        if path.exists():
+            try:
+                merged.update(load_baselines(path, key_fingerprint=key_fingerprint()))
+            except BaselinesError as exc:
+                raise TrainFailed(f"{exc}; re-freeze with `ait baselines --inner {inner} --force`") from None
+    merged.update(cfg.baselines)
+    return merged
+
+
 def missing_baselines(rt: Runtime, families: list[str]) -> None:
     """A succeeded job is rewarded against its family's frozen best_pre: without one its episode would wait
     for a reward forever. Refuse to start instead, saying how to get one."""
@@ -144,8 +167,9 @@ def missing_baselines(rt: Runtime, families: list[str]) -> None:
     missing = [f for f in families if best_pre(frozen, f) is None]
     if missing:
         raise TrainFailed(
-            f"no frozen baseline for {', '.join(missing)}: freeze them with `ait baselines` (and give the scores "
-            f"as [baselines.<family>] in the run config), or drop those families"
+            f"no frozen baseline for {', '.join(missing)}: freeze them with `ait baselines --inner cpu|gpu` (read "
+            f"from its file for the cpu and prime_rl trainers), give them as [baselines.<family>] in the run "
+            f"config, or drop those families"
         )
 
 
