@@ -113,7 +113,7 @@ async def train_in_child(
                 break
             if hard_deadline is not None and time.monotonic() >= hard_deadline:
                 timed_out = True
-                await proc.stop(grace_s=2.0)
+                await proc.stop(grace_s=0.0)
                 break
     finally:
         # Whatever happened (an exit, the deadline, a cancel): nothing of the child survives into scoring.
@@ -148,10 +148,12 @@ class _Seen:
 
 
 async def _end_everything(proc: GroupProcess, launch: Launch) -> None:
+    # No grace: the child's report (if any) is written, and a process still running now is one the env
+    # left behind, which a grace period would only give time to tamper.
     if proc.returncode is None:
-        await proc.stop(grace_s=2.0)
+        await proc.stop(grace_s=0.0)
     else:
-        await proc.reap_stragglers(grace_s=2.0)
+        await proc.reap_stragglers(grace_s=0.0)
     if launch.uid is not None:
         # A process of the child's private uid outside its group (it called setsid): killed all the same.
         for _ in range(50):

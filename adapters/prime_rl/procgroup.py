@@ -4,8 +4,14 @@ prime-rl's launcher starts vLLM, env servers, the orchestrator and torchrun work
 engine processes. Killing only the launcher would leave GPU-holding orphans (and, for eval integrity,
 code of the agent's env still running when scoring starts). So every child here is started with
 ``start_new_session=True`` (its pid is its process-group id) and stopped with SIGTERM to the group,
-a grace period, then SIGKILL to the group, until no member is left. A process that calls ``setsid``
-itself escapes its group; the pod's container boundary is the backstop for that (see the docs).
+a grace period, then SIGKILL to the group, until no member is left.
+
+A process that calls ``setsid`` leaves its group. So every child also carries a per-process marker in its
+environment (``AIT_PROC_MARK=<random>``), which its descendants inherit whatever session or group they move
+to; stopping a child also signals every process whose ``/proc/<pid>/environ`` holds that marker. What is
+left: a descendant that both leaves the group and re-executes itself with a scrubbed environment. Where that
+matters, run the child in a pid namespace (the CPU trainer's bubblewrap/``unshare`` child), whose
+processes all die with it; on a GPU pod the container is the backstop (see docs/eval-integrity.md).
 
 Output goes to a log file, never to a pipe: a child that writes a lot can then never block on a full
 pipe, and the file is what the runner tails for progress and failure classification.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +31,16 @@ from pathlib import Path
 import msgspec
 import structlog
 
-__all__ = ["GroupProcess", "ProcResult", "group_alive", "kill_group", "run_to_end", "tail_text"]
+__all__ = [
+    "MARK_VAR",
+    "GroupProcess",
+    "ProcResult",
+    "group_alive",
+    "kill_group",
+    "marked_pids",
+    "run_to_end",
+    "tail_text",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +53,7 @@ class ProcResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _PROC = Path("/proc")
+MARK_VAR = "AIT_PROC_MARK"
 
 
 def _live_members_from_proc(pgid: int) -> list[int] | None:
@@ -62,8 +79,31 @@ def _live_members_from_proc(pgid: int) -> list[int] | None:
     return members
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process of group ``pgid`` is left."""
+def marked_pids(mark: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``AIT_PROC_MARK=<mark>`` (this one excluded)."""
+    if not mark or not (_PROC / "self" / "stat").exists():
+        return []
+    needle = f"{MARK_VAR}={mark}".encode()
+    me = os.getpid()
+    found = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        if stat[stat.rfind(")") + 2 :].split()[:1] != ["Z"]:
+            found.append(int(entry.name))
+    return found
+
+
+def group_alive(pgid: int, mark: str = "") -> bool:
+    """Whether any non-zombie process of group ``pgid`` (or carrying ``mark``) is left."""
+    if marked_pids(mark):
+        return True
     members = _live_members_from_proc(pgid)
     if members is not None:
         return bool(members)
@@ -74,25 +114,31 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def _signal_group(pgid: int, sig: signal.Signals, mark: str = "") -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+    for pid in marked_pids(mark):  # descendants that left the group (setsid) but kept the environment
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
-async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05) -> bool:
-    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL until it is gone. True if SIGKILL was needed."""
-    if not group_alive(pgid):
+async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05, mark: str = "") -> bool:
+    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL until it is gone. True if SIGKILL was needed.
+
+    With ``mark``, processes carrying that marker count as members wherever their session or group is.
+    """
+    if not group_alive(pgid, mark):
         return False
-    _signal_group(pgid, signal.SIGTERM)
+    _signal_group(pgid, signal.SIGTERM, mark)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not group_alive(pgid):
+        if not group_alive(pgid, mark):
             return False
         await asyncio.sleep(poll_s)
     log.warning("procgroup.sigkill", pgid=pgid, grace_s=grace_s)
     for _ in range(200):  # SIGKILL cannot be ignored; members vanish once their parents reap them
-        _signal_group(pgid, signal.SIGKILL)
-        if not group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL, mark)
+        if not group_alive(pgid, mark):
             break
         await asyncio.sleep(poll_s)
     return True
@@ -115,10 +161,11 @@ def tail_text(path: Path | str, max_bytes: int = 16_000) -> str:
 class GroupProcess:
     """One child process leading its own process group, with its output in ``log_path``."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path, started: float) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path, started: float, mark: str = "") -> None:
         self._proc = proc
         self.log_path = log_path
         self.started = started
+        self.mark = mark  # the AIT_PROC_MARK value every descendant inherits
 
     @property
     def pid(self) -> int:
@@ -143,12 +190,13 @@ class GroupProcess:
     ) -> GroupProcess:
         path = Path(log_path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        mark = secrets.token_hex(12)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:  # the child keeps its own copy of the descriptor
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=str(cwd),
-                env=dict(env),
+                env={**env, MARK_VAR: mark},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=fd,
                 stderr=asyncio.subprocess.STDOUT,
@@ -157,7 +205,7 @@ class GroupProcess:
         finally:
             os.close(fd)
         log.info("procgroup.started", argv0=argv[0], pid=proc.pid, log=str(path))
-        return cls(proc, path, time.monotonic())
+        return cls(proc, path, time.monotonic(), mark)
 
     async def wait(self, within_s: float | None = None) -> int | None:
         """The exit code, or None if still running after ``within_s`` seconds.
@@ -173,15 +221,15 @@ class GroupProcess:
 
     async def stop(self, *, grace_s: float) -> int:
         """Terminate the whole group (see :func:`kill_group`) and reap the leader; returns its exit code."""
-        await kill_group(self.pgid, grace_s=grace_s)
+        await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
         return await self._proc.wait()
 
     async def reap_stragglers(self, *, grace_s: float) -> bool:
         """After the leader exited on its own: end any member it left behind. True if there were any."""
-        if not group_alive(self.pgid):
+        if not group_alive(self.pgid, self.mark):
             return False
         log.warning("procgroup.stragglers", pgid=self.pgid)
-        await kill_group(self.pgid, grace_s=grace_s)
+        await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
         return True
 
 

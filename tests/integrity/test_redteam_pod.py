@@ -63,3 +63,49 @@ def test_an_eval_package_planted_at_the_scoring_path_is_replaced(tmp_path: Path)
     assert '"1+1"' not in written
     first = hidden_tasks(get_family("calc_chain"))[0]
     assert first.prompt in written  # the real, keyed hidden set
+
+
+# The same helper, but it first leaves the training process group with setsid (and ignores SIGTERM): the
+# group kill alone no longer reaches it; the environment marker every descendant inherits does.
+SETSID_TAMPERER = """
+import os, signal, sys, time
+target = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(target + ".pid", "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(1.5)
+        with open(target, "w") as f:
+            f.write("post=1.0")
+        os._exit(0)
+    os._exit(0)
+time.sleep(0.3)
+sys.exit(0)
+"""
+
+
+def read_pid(path: Path) -> int:
+    return int(path.read_text() or 0) if path.exists() else 0
+
+
+async def test_a_helper_that_left_the_process_group_with_setsid_is_killed_too(tmp_path: Path) -> None:
+    from adapters.prime_rl.procgroup import marked_pids
+
+    target = tmp_path / "score" / "post.json"
+    target.parent.mkdir()
+    proc = await GroupProcess.start(
+        [sys.executable, "-c", SETSID_TAMPERER, str(target)], cwd=tmp_path, env={}, log_path=tmp_path / "train.log"
+    )
+    assert await proc.wait(10) == 0
+    helper = 0
+    for _ in range(100):  # the helper writes its pid as soon as it runs
+        if helper := read_pid(Path(f"{target}.pid")):
+            break
+        await asyncio.sleep(0.05)
+    assert not group_alive(proc.pgid) and helper in marked_pids(proc.mark)  # out of the group, still marked
+    assert await proc.reap_stragglers(grace_s=0.3)
+    assert not marked_pids(proc.mark)
+    await asyncio.sleep(2.0)
+    assert not target.exists()

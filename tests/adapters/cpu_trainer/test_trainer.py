@@ -68,7 +68,8 @@ async def test_a_job_runs_pre_score_training_post_score_with_progress_and_timing
     assert [p.step for p in steps] == [1, 2] and all(p.total_steps == 2 and p.reward is not None for p in steps)
     assert result.metrics["rollouts"] == 8.0 and "learning_rate 1e-05 x 10" in result.detail
     # Training ran in a confined child process, which this process only heard from through its output.
-    assert result.isolation in ("bwrap", "unshare", "none") and f"training isolation: {result.isolation}" in result.detail
+    assert result.isolation in ("bwrap", "unshare", "none")
+    assert f"training isolation: {result.isolation}" in result.detail
     assert result.timings["train_setup"] > 0
 
 
