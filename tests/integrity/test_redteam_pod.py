@@ -109,3 +109,38 @@ async def test_a_helper_that_left_the_process_group_with_setsid_is_killed_too(tm
     assert not marked_pids(proc.mark)
     await asyncio.sleep(2.0)
     assert not target.exists()
+
+
+async def test_a_pod_scores_on_the_engines_package_sent_after_training_never_on_its_own(tmp_path: Path) -> None:
+    """The dispatcher answers ``eval_needed`` with the package built under the engine's key; a prime-rl runner
+    made for a pod has no way to build one itself."""
+    import pytest
+
+    from adapters.prime_rl.factory import controller_only_source
+    from engine.cli.worker_wiring import eval_packages
+    from events import JobSucceeded
+    from families.eval_env import package_files
+    from handlers.inner_port import JobBundle
+    from tests.fakes.fleet import FakeProvider
+    from tests.fakes.inner import EvalScoringTrainer
+    from tests.handlers.fleet_world import World, queue_jobs
+
+    with pytest.raises(OSError, match="receives it from the controller"):
+        await controller_only_source(JobBundle(job_id="j", family="calc_chain", root=str(tmp_path)))
+    trainers: list[EvalScoringTrainer] = []
+
+    def trainer() -> EvalScoringTrainer:
+        trainers.append(EvalScoringTrainer(seconds=0.1))
+        return trainers[-1]
+
+    world = World(tmp_path, FakeProvider(), trainer=trainer, eval_packages=eval_packages())
+    async with world.runtime() as rt:
+        await queue_jobs(rt, world.blobs, 2)
+        summary = await world.dispatcher(rt).run()
+    assert (summary.status, summary.succeeded) == ("drained", 2)
+    done = world.events(JobSucceeded)
+    assert [e.post for e in done] == [0.2, 0.2]  # the 200 hidden tasks
+    manifest_fp = package_files("calc_chain")[1].fingerprint  # the engine's, under the (test) installation key
+    paths = [p for t in trainers for p in t.package_paths]
+    assert len(paths) == 2 and all(p.is_relative_to(tmp_path / "agents") and p.parent.name == "eval" for p in paths)
+    assert all(manifest_fp in (p / "ait_eval_calc_chain" / "manifest.json").read_text() for p in paths)
