@@ -8,10 +8,12 @@ a grace period, then SIGKILL to the group, until no member is left.
 
 A process that calls ``setsid`` leaves its group. So every child also carries a per-process marker in its
 environment (``AIT_PROC_MARK=<random>``), which its descendants inherit whatever session or group they move
-to; stopping a child also signals every process whose ``/proc/<pid>/environ`` holds that marker. What is
-left: a descendant that both leaves the group and re-executes itself with a scrubbed environment. Where that
-matters, run the child in a pid namespace (the CPU trainer's bubblewrap/``unshare`` child), whose
-processes all die with it; on a GPU pod the container is the backstop (see docs/eval-integrity.md).
+to; stopping a child also signals every process whose ``/proc/<pid>/environ`` holds that marker. A
+descendant that both leaves the group and re-executes itself with a scrubbed environment escapes that too;
+so a process whose every child is a job's (the pod agent) calls :func:`adopt_orphans` once: it becomes its
+descendants' *subreaper* (``PR_SET_CHILD_SUBREAPER``), so an orphan is re-parented to it instead of to
+init and can never leave its process tree, and stopping or reaping a child then also kills every process
+in that tree outside the children still running (see docs/eval-integrity.md).
 
 Output goes to a log file, never to a pipe: a child that writes a lot can then never block on a full
 pipe, and the file is what the runner tails for progress and failure classification.
@@ -35,8 +37,10 @@ __all__ = [
     "MARK_VAR",
     "GroupProcess",
     "ProcResult",
+    "adopt_orphans",
     "group_alive",
     "kill_group",
+    "kill_orphans",
     "marked_pids",
     "run_to_end",
     "tail_text",
@@ -144,6 +148,84 @@ async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05, mark: s
     return True
 
 
+_ADOPTING = False
+_LEADERS: set[int] = set()  # pids of the GroupProcess leaders still running (their trees are not orphans)
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants (Linux); False where the kernel refuses.
+
+    Only for a process whose every child belongs to the job it runs (the pod agent): from then on
+    :func:`kill_orphans` kills whatever descendant is not one of the running children's trees.
+    """
+    global _ADOPTING
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        ok = False
+    _ADOPTING = _ADOPTING or ok
+    log.info("procgroup.subreaper", enabled=ok)
+    return ok
+
+
+def _parents() -> dict[int, tuple[int, bool]]:
+    """pid -> (parent pid, is a zombie), from /proc."""
+    out: dict[int, tuple[int, bool]] = {}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 2:
+            out[int(entry.name)] = (int(fields[1]), fields[0] == "Z")
+    return out
+
+
+def kill_orphans() -> list[int]:
+    """With :func:`adopt_orphans` on: SIGKILL every descendant outside the running leaders' trees, reap them.
+
+    Such a process was started by a job's process and outlived it (its parent is gone, so it was re-parented
+    here), whatever session, group or environment it gave itself. Returns the pids killed.
+    """
+    if not _ADOPTING or not (_PROC / "self" / "stat").exists():
+        return []
+    me = os.getpid()
+    killed: list[int] = []
+    for _ in range(50):
+        parents = _parents()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _zombie) in parents.items():
+            children.setdefault(ppid, []).append(pid)
+        stack = [p for p in children.get(me, []) if p not in _LEADERS]
+        tree: list[int] = []
+        while stack:
+            pid = stack.pop()
+            tree.append(pid)
+            stack.extend(children.get(pid, []))
+        live = [p for p in tree if not parents[p][1]]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children.get(me, []):  # adopted orphans are this process's children: reap them
+            if pid not in _LEADERS:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        if not live:
+            break
+        killed += live
+        time.sleep(0.02)
+    if killed:
+        log.warning("procgroup.orphans_killed", pids=sorted(set(killed)))
+    return sorted(set(killed))
+
+
 def tail_text(path: Path | str, max_bytes: int = 16_000) -> str:
     """The last ``max_bytes`` of a text file ('' if it does not exist), decoded leniently."""
     p = Path(path)
@@ -205,6 +287,7 @@ class GroupProcess:
         finally:
             os.close(fd)
         log.info("procgroup.started", argv0=argv[0], pid=proc.pid, log=str(path))
+        _LEADERS.add(proc.pid)
         return cls(proc, path, time.monotonic(), mark)
 
     async def wait(self, within_s: float | None = None) -> int | None:
@@ -215,21 +298,28 @@ class GroupProcess:
         if within_s is not None:
             within_s = max(within_s, 0.02)
         try:
-            return await asyncio.wait_for(self._proc.wait(), within_s)
+            code = await asyncio.wait_for(self._proc.wait(), within_s)
         except TimeoutError:
             return None
+        _LEADERS.discard(self._proc.pid)
+        return code
 
     async def stop(self, *, grace_s: float) -> int:
         """Terminate the whole group (see :func:`kill_group`) and reap the leader; returns its exit code."""
         await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
-        return await self._proc.wait()
+        code = await self._proc.wait()
+        _LEADERS.discard(self._proc.pid)
+        kill_orphans()
+        return code
 
     async def reap_stragglers(self, *, grace_s: float) -> bool:
         """After the leader exited on its own: end any member it left behind. True if there were any."""
+        orphans = kill_orphans()
         if not group_alive(self.pgid, self.mark):
-            return False
+            return bool(orphans)
         log.warning("procgroup.stragglers", pgid=self.pgid)
         await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
+        kill_orphans()
         return True
 
 

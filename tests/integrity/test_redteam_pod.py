@@ -144,3 +144,66 @@ async def test_a_pod_scores_on_the_engines_package_sent_after_training_never_on_
     paths = [p for t in trainers for p in t.package_paths]
     assert len(paths) == 2 and all(p.is_relative_to(tmp_path / "agents") and p.parent.name == "eval" for p in paths)
     assert all(manifest_fp in (p / "ait_eval_calc_chain" / "manifest.json").read_text() for p in paths)
+
+
+# A helper that leaves the group (setsid) AND re-executes itself with an empty environment: neither the group
+# nor the marker can find it. Only a process tree it cannot leave can: the pod agent is its subreaper.
+ESCAPER = """
+import os, sys, time
+target = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "open(sys.argv[1] + '.pid', 'w').write(str(os.getpid())); time.sleep(1.5); "
+                "open(sys.argv[1], 'w').write('post=1.0')")
+        os.execve(sys.executable, [sys.executable, "-c", code, target], {})
+    os._exit(0)
+time.sleep(0.3)
+"""
+
+# Runs as its own process (a pod agent stand-in), so the test process itself never becomes a subreaper.
+AGENT = """
+import asyncio, json, os, sys, time
+from pathlib import Path
+from adapters.prime_rl.procgroup import GroupProcess, adopt_orphans, marked_pids
+
+async def main(tmp: Path, adopt: bool, escaper: str) -> None:
+    if adopt:
+        assert adopt_orphans()
+    target = tmp / "post.json"
+    proc = await GroupProcess.start([sys.executable, "-c", escaper, str(target)], cwd=tmp, env={},
+                                    log_path=tmp / "train.log")
+    await proc.wait(20)
+    pid_file = Path(f"{target}.pid")
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    marked = bool(marked_pids(proc.mark))
+    await proc.reap_stragglers(grace_s=0.0)
+    for _ in range(20 if adopt else 100):  # 2 s is past its write; without adoption wait for it (control)
+        await asyncio.sleep(0.1)
+        if target.exists():
+            break
+    print(json.dumps({"marked": marked, "written": target.exists()}))
+
+asyncio.run(main(Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]))
+"""
+
+
+def test_a_helper_that_scrubs_its_environment_cannot_leave_a_subreaper_agents_tree(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    outcomes = {}
+    for adopt in ("1", "0"):
+        run = tmp_path / adopt
+        run.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-c", AGENT, str(run), adopt, ESCAPER], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outcomes[adopt] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcomes["1"] == {"marked": False, "written": False}  # invisible to the marker, killed all the same
+    assert outcomes["0"] == {"marked": False, "written": True}  # without the subreaper it would have escaped
