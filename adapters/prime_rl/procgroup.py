@@ -168,7 +168,6 @@ def adopt_orphans() -> bool:
     except (OSError, AttributeError):
         ok = False
     _ADOPTING = _ADOPTING or ok
-    log.info("procgroup.subreaper", enabled=ok)
     return ok
 
 

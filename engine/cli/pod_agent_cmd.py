@@ -60,11 +60,12 @@ def run(args: argparse.Namespace) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ait-pod-agent-"))
     # Every child of this process belongs to the job it runs: no descendant may outlive the job's training
     # by leaving the process tree (setsid + a scrubbed environment): it is re-parented here and killed.
-    adopt_orphans()
+    adopted = adopt_orphans()
     core = AgentCore(trainer, workdir)
 
     def announce(url: str) -> None:
-        sys.stdout.write(f"ait pod-agent: listening on {url} (trainer {trainer.name}, workdir {workdir})\n")
+        reaper = "" if adopted else "; not a subreaper: a job's orphaned helpers could outlive it"
+        sys.stdout.write(f"ait pod-agent: listening on {url} (trainer {trainer.name}, workdir {workdir}{reaper})\n")
         sys.stdout.flush()
 
     try:
