@@ -47,6 +47,7 @@ from .learning import (
     BatchCollected,
     BatchStarted,
     EpisodeStaleDiscarded,
+    GroupStarted,
     LoRAStepApplied,
     RewardComputed,
     SamplerPublished,
@@ -94,6 +95,7 @@ Event = (
     | BatchStarted
     | BatchCollected
     | EpisodeStaleDiscarded
+    | GroupStarted
     | LoRAStepApplied
     | SamplerPublished
 )
@@ -114,6 +116,7 @@ __all__ = [
     "EpisodeStarted",
     "Event",
     "EventBody",
+    "GroupStarted",
     "JobAssigned",
     "JobFailed",
     "JobProgressed",

@@ -54,11 +54,16 @@ class ToolCalled(EventBody, frozen=True, kw_only=True):
 
 @event("tool.returned")
 class ToolReturned(EventBody, frozen=True, kw_only=True):
+    """A tool's result as the agent saw it. ``content`` is cut at 4000 characters for readers of the log; the
+    full text is the blob ``blob`` (empty in logs written before it was recorded), which is what a resumed
+    episode puts back into the conversation."""
+
     episode_id: str
     call_id: str
     ok: bool
     content: str
     error: str = ""
+    blob: str = ""
 
 
 @event("workspace.file_written")

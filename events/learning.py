@@ -9,6 +9,7 @@ __all__ = [
     "BatchCollected",
     "BatchStarted",
     "EpisodeStaleDiscarded",
+    "GroupStarted",
     "LoRAStepApplied",
     "RewardComputed",
     "SamplerPublished",
@@ -69,6 +70,21 @@ class BatchStarted(EventBody, frozen=True, kw_only=True):
     task_ids: list[str]
     group_size: int
     sampler_version: int = 0  # the sampler the batch's episodes start on
+
+
+@event("group.started")
+class GroupStarted(EventBody, frozen=True, kw_only=True):
+    """The outer loop starts one GRPO group: ``episode_ids`` (allocated here, so ids come from the log) run
+    ``task_id`` on sampler ``sampler_version`` (weights at ``sampler_path``; "" is the base model).
+
+    Emitted before any of its episodes starts: a resumed run re-launches every group that has neither trained
+    nor been discarded, with these very ids and this sampler, and the next free episode id is past them."""
+
+    group_id: str
+    task_id: str
+    episode_ids: list[str]
+    sampler_version: int
+    sampler_path: str = ""
 
 
 @event("batch.collected")

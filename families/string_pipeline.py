@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from ._base import Difficulty, SolverStep, Task, ToolBox, ToolError
 from ._family import Draw, FamilyBase
 
-__all__ = ["StringPipeline"]
+__all__ = ["PHRASES", "StringPipeline"]
 
 _MAX_LEN = 14
 _NAMES = "stuvwxyz"
@@ -181,7 +181,7 @@ def _show(ref: Any) -> str:
     return str(ref)
 
 
-_PHRASES = {
+PHRASES = {  # how a prompt says each operation (the tiny model's traces reuse it)
     "reverse": "Reverse it.",
     "to_upper": "Make it uppercase.",
     "to_lower": "Make it lowercase.",
@@ -195,7 +195,7 @@ _PHRASES = {
 
 
 def _phrase(op: str, args: dict[str, Any]) -> str:
-    text = _PHRASES[op].format(**{k: _show(v) for k, v in args.items()})
+    text = PHRASES[op].format(**{k: _show(v) for k, v in args.items()})
     return text.replace(" 1 characters", " 1 character")
 
 

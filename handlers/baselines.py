@@ -3,7 +3,9 @@
 The reward's uplift is ``post - best_pre`` where ``best_pre`` is the best *frozen* base score of the
 family: a job's own pre score (noisy, and measured on the job's pod) never enters the reward. ``ait
 baselines`` measures the scores (:func:`freeze_baselines`), records each as a ``baseline.frozen`` event
-in the baselines run log and writes a versioned file, ``fixtures/baselines/<inner>.json`` by default::
+in the baselines run log and writes a versioned file, ``<baselines dir>/<inner>.json`` by default
+(:func:`default_baselines_path`: ``$AIT_BASELINES_DIR``, else ``~/.config/ait/baselines/``, beside the
+installation key they belong to: the hidden sets, so the scores, are per key, so they are per machine)::
 
     {"format": 1, "version": 3, "inner": "cpu", "created": "2026-11-30", "key_fingerprint": "",
      "scores": {"calc_chain": {"Qwen/Qwen3-0.6B": {"score": 0.12, "n": 200, "sampling": "T=1, ...",
@@ -16,6 +18,7 @@ values it uses into its own log as events (:func:`baseline_events`), so its rewa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -34,6 +37,7 @@ __all__ = [
     "ScoreFn",
     "baseline_events",
     "best_pre",
+    "default_baselines_path",
     "freeze_baselines",
     "load_baselines",
     "load_baselines_file",
@@ -42,6 +46,15 @@ __all__ = [
 ]
 
 FORMAT = 1
+DIR_ENV = "AIT_BASELINES_DIR"
+
+
+def default_baselines_path(inner: str) -> Path:
+    """Where ``ait baselines --inner INNER`` freezes and ``ait episode`` reads: ``$AIT_BASELINES_DIR/<inner>.json``,
+    else ``~/.config/ait/baselines/<inner>.json``."""
+    configured = os.environ.get(DIR_ENV)
+    base = Path(configured) if configured else Path.home() / ".config" / "ait" / "baselines"
+    return base / f"{inner}.json"
 
 
 class BaselinesError(ValueError):

@@ -13,6 +13,7 @@ from .fleet import FleetProjection
 from .queue import QueueProjection
 from .reward_projection import RewardsProjection
 from .run_summary import RunSummaryProjection
+from .training.projection import TrainingProjection
 
 __all__ = ["default_projections"]
 
@@ -27,4 +28,5 @@ def default_projections() -> list[Projection[Any]]:
         BaselinesProjection(),
         QueueProjection(),
         FleetProjection(),
+        TrainingProjection(),
     ]

@@ -57,6 +57,10 @@ class ScriptedPolicy:
         self.name = f"scripted:{trajectory.name}"
         self._next = 0
 
+    def skip_to(self, turn: int) -> None:
+        """Continue an interrupted episode: the next reply is turn ``turn`` of the trajectory."""
+        self._next = turn
+
     async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentReply:
         if self._next >= len(self.trajectory.turns):
             raise PolicyError(f"trajectory {self.trajectory.name!r} has no turn {self._next}")

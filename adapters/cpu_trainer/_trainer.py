@@ -76,6 +76,8 @@ class CpuTrainer:
         work_root: Path | None = None,
         kill_grace_s: float = 120.0,
         limits: ChildLimits | None = None,
+        max_steps: int | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.lr_scale = lr_scale
         self.seed = seed
@@ -89,6 +91,9 @@ class CpuTrainer:
         self.work_root = work_root  # None: a temporary directory per job, removed after it; else kept there
         self.kill_grace_s = kill_grace_s  # past the training deadline: the step in flight, saving the weights
         self.limits = limits
+        # Caps on the job's own values, for smoke runs (tests, a first try on a slow laptop); None: the job's.
+        self.max_steps = max_steps
+        self.batch_size = batch_size
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -132,6 +137,7 @@ class CpuTrainer:
             )
         except ValueError as exc:
             raise _Failed("config_error", f"job.toml: {exc}") from exc
+        settings = _capped(settings, self.max_steps, self.batch_size)
         torch.set_num_threads(settings.threads)
 
         phase = time.monotonic()
@@ -255,6 +261,21 @@ class CpuTrainer:
             ) from exc
 
 
+def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:
+    """The job's settings with the trainer's smoke-run caps applied (and said so in the notes)."""
+    notes = list(settings.notes)
+    steps, batch = settings.max_steps, settings.batch_size
+    if max_steps is not None and max_steps < steps:
+        notes.append(f"max_steps {steps} capped to {max_steps} by the trainer (smoke run)")
+        steps = max_steps
+    if batch_size is not None and batch_size < batch:
+        # Whole groups only: the cap rounds down to a multiple of group_size (at least one group).
+        capped = max(settings.group_size, batch_size - batch_size % settings.group_size)
+        notes.append(f"batch_size {batch} capped to {capped} by the trainer (smoke run)")
+        batch = capped
+    return msgspec.structs.replace(settings, max_steps=steps, batch_size=batch, notes=notes)
+
+
 def _spec_limits(root: Path) -> tuple[float | None, float | None]:
     """(time budget in seconds, eval temperature) from ``task_spec.json``, when the bundle has one."""
     path = root / "task_spec.json"
@@ -318,6 +339,8 @@ _OPTIONS: dict[str, type] = {
     "isolation": str,
     "work_root": Path,
     "kill_grace_s": float,
+    "max_steps": int,
+    "batch_size": int,
 }
 _ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 

@@ -40,6 +40,10 @@ class TinkerPolicy:
         self._temperature = temperature
         self._turn = 0
 
+    def skip_to(self, turn: int) -> None:
+        """Continue an interrupted episode at turn ``turn`` (tool-call ids stay unique within the episode)."""
+        self._turn = turn
+
     async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentReply:
         prompt = self._renderer.build_prompt(messages, tools)
         params = types.SamplingParams(

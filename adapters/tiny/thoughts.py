@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from families import SolverStep, Task
+from families.string_pipeline import PHRASES
 
 __all__ = ["NOTE_FAMILIES", "notes_for"]
 
@@ -42,17 +43,7 @@ def _calc(task: Task, steps: Sequence[SolverStep]) -> list[str]:
     return notes
 
 
-_STRINGS = {
-    "reverse": "Reverse it.",
-    "to_upper": "Make it uppercase.",
-    "to_lower": "Make it lowercase.",
-    "append": "Append {suffix}.",
-    "prepend": "Prepend {prefix}.",
-    "replace_char": "Replace every {old} with {new}.",
-    "take_first": "Keep the first {n} characters.",
-    "drop_first": "Remove the first {n} characters.",
-    "rotate_left": "Rotate it left by {n}.",
-}
+_STRINGS = PHRASES
 
 
 def _strings(task: Task, steps: Sequence[SolverStep]) -> list[str]:

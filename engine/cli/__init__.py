@@ -14,10 +14,12 @@ from . import (
     baselines_cmd,
     costs_cmd,
     episode_cmd,
+    holdout_cmd,
     pod_agent_cmd,
     replay_cmd,
     report_cmd,
     tail_cmd,
+    train_cmd,
     watch_cmd,
     worker_cmd,
 )
@@ -25,6 +27,8 @@ from . import (
 __all__ = ["build_parser", "main"]
 
 _COMMANDS = (
+    train_cmd,
+    holdout_cmd,
     episode_cmd,
     worker_cmd,
     pod_agent_cmd,

@@ -5,7 +5,7 @@
 and runs the family's hidden eval package with ``vf-eval`` (``adapters.vllm``), at the same sampling the
 GPU jobs are scored with. Pairs already frozen are skipped (``--force`` re-freezes everything). Each score
 becomes a ``baseline.frozen`` event in ``<runs-root>/baselines/events.jsonl`` and an entry of the
-versioned file (default ``fixtures/baselines/<inner>.json``).
+versioned file (default ``~/.config/ait/baselines/<inner>.json``, see ``handlers.baselines``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["make_score_fn", "register"]
+__all__ = ["CPU_SCORED_BY", "cpu_score_fn", "make_score_fn", "register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--inner", choices=["cpu", "gpu"], default="cpu", help="tiny CPU models or Qwen3 on vLLM")
     p.add_argument("--family", action="append", help="a family to score (repeatable; default: all)")
     p.add_argument("--model", action="append", help="a base model to score (repeatable; default: all)")
-    p.add_argument("--out", default=None, help="baselines file (default: fixtures/baselines/<inner>.json)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="baselines file (default: $AIT_BASELINES_DIR or ~/.config/ait/baselines/<inner>.json)",
+    )
     p.add_argument("--force", action="store_true", help="re-score and replace every frozen pair")
     p.add_argument("--limit", type=int, default=None, help="only the first N hidden tasks (smoke runs only)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (cpu)")
@@ -48,11 +52,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def make_score_fn(args: argparse.Namespace) -> tuple[Any, str]:
     """(the ScoreFn, a line saying what it runs on); exits 2 with a message when it cannot run here."""
     if args.inner == "cpu":
-        return _cpu_score_fn(args), "cpu: tiny Qwen3-architecture checkpoints in process (adapters.tiny)"
+        return cpu_score_fn(seed=args.seed, limit=args.limit), CPU_SCORED_BY
     return _gpu_score_fn(args), f"gpu: vLLM ({args.vllm}) + vf-eval ({args.vf_eval}) on this machine"
 
 
-def _cpu_score_fn(args: argparse.Namespace) -> Any:
+CPU_SCORED_BY = "cpu: tiny Qwen3-architecture checkpoints in process (adapters.tiny)"
+
+
+def cpu_score_fn(*, seed: int, limit: int | None) -> Any:
+    """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post."""
     from handlers.baselines import BaselineEntry
 
     try:
@@ -66,7 +74,7 @@ def _cpu_score_fn(args: argparse.Namespace) -> Any:
     async def score(family: str, model: str) -> BaselineEntry:
         if model not in cache:
             cache[model] = load_checkpoint(model)  # "Qwen/Qwen3-0.6B" resolves to its tiny stand-in
-        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=args.seed, limit=args.limit)
+        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit)
         sampling = (
             f"T={report.temperature:g}, top_p={report.top_p:g}, max_tokens={report.max_tokens}, "
             f"max_turns={report.max_turns}, seed={report.seed}, n={report.n}"
@@ -116,7 +124,7 @@ def _gpu_score_fn(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from families import FAMILIES
     from families.spec import BASE_MODELS
-    from handlers.baselines import BaselinesError, load_baselines_file, missing_pairs
+    from handlers.baselines import BaselinesError, default_baselines_path, load_baselines_file, missing_pairs
 
     families = args.family or list(FAMILIES)
     models = args.model or list(BASE_MODELS)
@@ -126,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             f"ait baselines: unknown family or model {unknown}; families {list(FAMILIES)}, models {list(BASE_MODELS)}\n"
         )
         return 2
-    out = Path(args.out or f"fixtures/baselines/{args.inner}.json")
+    out = Path(args.out) if args.out else default_baselines_path(args.inner)
     try:
         if args.key_fingerprint is None:
             from families._key import key_fingerprint

@@ -17,7 +17,9 @@ __all__ = ["REPO", "default_deps", "make_policy"]
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORIES = REPO / "fixtures" / "trajectories"
-BASELINES = {"cpu": REPO / "fixtures" / "baselines" / "cpu.json", "standin": None}
+# The baselines a trainer's scores compare with: the CPU trainer is scored like `ait baselines --inner cpu`;
+# the stand-in trainer's scores are made up, so no baseline applies.
+INNER_OF = {"cpu": "cpu"}
 
 
 def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str]:
@@ -40,21 +42,53 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
     raise ValueError(f"unknown --agent {agent!r}: use scripted, scripted:PATH or openai:MODEL")
 
 
-def _baselines(trainer: str) -> tuple[dict[str, dict[str, float]], str]:
+def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], str]:
     from families._key import key_fingerprint
-    from handlers.baselines import BaselinesError, load_baselines
+    from handlers.baselines import BaselinesError, default_baselines_path, load_baselines
 
-    path = BASELINES.get(trainer)
-    if path is None or not path.exists():
+    if trainer not in INNER_OF:
         return {}, "none frozen (a succeeded job cannot be scored for uplift)"
-    # Baselines frozen under another installation key scored other hidden sets: refuse them, loudly.
+    path = default_baselines_path(INNER_OF[trainer])
+    fingerprint = key_fingerprint()
     try:
-        return load_baselines(path, key_fingerprint=key_fingerprint()), str(path.relative_to(REPO))
+        frozen = load_baselines(path, key_fingerprint=fingerprint) if path.exists() else {}
     except BaselinesError as exc:
+        # Baselines frozen under another installation key scored other hidden sets: refuse them, loudly.
         raise SystemExit(
             f"ait episode: {exc}\nThe eval key changed since these baselines were frozen: re-freeze them with "
-            f"`ait baselines --inner {trainer} --force`, or restore the key file they were frozen under."
+            f"`ait baselines --inner {INNER_OF[trainer]} --force`, or restore the key file they were frozen under."
         ) from None
+    if not frozen.get(family):
+        # The tiny CPU bases score a family's hidden eval in well under a minute: freeze them on first use
+        # (the hidden sets are this machine's own, from its key, so no committed file could hold them).
+        frozen = _freeze_cpu_baselines(path, family, fingerprint)
+        return frozen, f"{path} (frozen now for {family} under key {fingerprint})"
+    return frozen, str(path)
+
+
+def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str, dict[str, float]]:
+    import asyncio
+    import datetime as dt
+    import sys
+
+    from families.spec import BASE_MODELS
+    from handlers.baselines import freeze_baselines, load_baselines
+
+    from .baselines_cmd import cpu_score_fn
+
+    sys.stderr.write(f"ait episode: no CPU baseline for {family} under this eval key yet: freezing it ({path})\n")
+    asyncio.run(
+        freeze_baselines(
+            cpu_score_fn(seed=0, limit=None),
+            families=[family],
+            models=list(BASE_MODELS),
+            inner="cpu",
+            out_path=path,
+            created=dt.datetime.now(dt.UTC).date().isoformat(),
+            key_fingerprint=fingerprint,
+        )
+    )
+    return load_baselines(path, key_fingerprint=fingerprint)
 
 
 def default_deps(args: argparse.Namespace) -> EpisodeDeps:
@@ -64,15 +98,15 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
     validator = ProbeValidator()
-    baselines, baselines_desc = _baselines(args.trainer)
+    baselines, baselines_desc = ({}, "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
     no_job_reason = "--no-job was given" if args.no_job else ""
     if not no_job_reason and not baselines.get(spec.family):
         no_job_reason = (
-            f"no frozen baseline for {spec.family} with the {args.trainer} trainer, so a job's uplift cannot be "
-            f"scored: run `ait baselines --inner {args.trainer}` (or pick another --trainer), then "
-            f"`ait worker RUN --once --trainer {args.trainer}` to train the queued job"
+            f"the {args.trainer} trainer has no frozen baseline to score a job's uplift against (its scores are "
+            f"not hidden-eval scores), so the episode stops here: drain the queued job with "
+            f"`ait worker RUN --once --trainer {args.trainer}`, or use --trainer cpu"
         )
     ran_on = {
         "agent": policy_desc,

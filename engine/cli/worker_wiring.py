@@ -27,7 +27,7 @@ from handlers.fleet_policy import SEED_LADDER, FleetConfig
 from handlers.prices import PriceTable, UnknownPrice, load_prices
 from handlers.queue import QueueProjection
 
-__all__ = ["WorkerSetupError", "dispatch", "fleet_projections", "run_worker", "worker_ports"]
+__all__ = ["WorkerSetupError", "dispatch", "dispatch_ports", "fleet_projections", "run_worker", "worker_ports"]
 
 log = structlog.get_logger("ait.worker")
 
@@ -167,6 +167,27 @@ async def run_worker(
     return summary
 
 
+def dispatch_ports(
+    rt: Runtime,
+    run_dir: RunDir,
+    args: argparse.Namespace,
+    config: FleetConfig,
+    prices: PriceTable,
+    provider: Provider,
+    agent: PodAgent,
+) -> Ports:
+    """The dispatcher's ports for an open runtime (``ait train`` runs a long-lived dispatcher on them)."""
+    return Ports(
+        provider=provider,
+        agent=agent,
+        gate=BudgetGate.for_runtime(rt, prices),
+        blobs=run_dir.blobs,
+        tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
+        spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
+        eval_packages=eval_packages(),
+    )
+
+
 async def dispatch(
     rt: Runtime,
     run_dir: RunDir,
@@ -179,15 +200,7 @@ async def dispatch(
     """Run the dispatcher inside an open runtime (whose projections include the queue and the fleet)."""
     from handlers.dispatcher import Dispatcher
 
-    ports = Ports(
-        provider=provider,
-        agent=agent,
-        gate=BudgetGate.for_runtime(rt, prices),
-        blobs=run_dir.blobs,
-        tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
-        spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
-        eval_packages=eval_packages(),
-    )
+    ports = dispatch_ports(rt, run_dir, args, config, prices, provider, agent)
     try:
         return await Dispatcher(rt, ports, config, once=args.once).run()
     except DispatcherFatal as exc:

@@ -7,6 +7,7 @@ the rewards it still owes and never a second one for an episode already rewarded
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -62,6 +63,18 @@ class RewardReactor:
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
                 await self._reward_job(rt, ev)
+
+    async def catch_up(self, rt: Runtime, records: Iterable[Recorded]) -> int:
+        """On resume: reward what the log owes a reward (a crash between an episode's or a job's end and its
+        ``reward.computed``); the reactor only sees events recorded from now on. Returns how many it emitted."""
+        before = len(rt.state("rewards"))
+        for rec in records:
+            ev = rec.event
+            if isinstance(ev, EpisodeFinished) and ev.status != "validated":
+                await self._reward(rt, ev.episode_id, None)
+            elif isinstance(ev, JobSucceeded | JobFailed):
+                await self._reward_job(rt, ev)
+        return len(rt.state("rewards")) - before
 
     async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
         episodes: dict[str, EpisodeState] = rt.state("episodes")

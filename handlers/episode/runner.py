@@ -16,6 +16,7 @@ returned to the agent as tool results; only the budget, the turn cap or a policy
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,14 +45,23 @@ from handlers.prices import UnknownPrice
 
 from .bundle import make_bundle
 from .policy import AgentPolicy, AgentReply, PolicyError, ToolCall
+from .resume import NUDGE, PendingSubmit, ResumePoint
 from .tools import TOOL_SCHEMAS, run_tool
-from .validation import Validator, nudge
+from .validation import ProbeReport, Validator, nudge
 from .workspace import Workspace
 
 __all__ = ["EpisodeOutcome", "EpisodeRunner", "EpisodeSetup"]
 
 log = structlog.get_logger(__name__)
 _ENC = msgspec.json.Encoder()
+_EVENT_CHARS = 4000  # a tool result's text in tool.returned; longer ones are kept whole in the blob store
+
+
+def _job_or_none(path: Path) -> JobConfig | None:
+    try:
+        return load_job_config(path)
+    except (JobConfigError, OSError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,51 @@ class EpisodeRunner:
         self.validator = validator
         self.gate = gate
 
-    async def run(self, setup: EpisodeSetup) -> EpisodeOutcome:
+    async def run(self, setup: EpisodeSetup, resume: ResumePoint | None = None) -> EpisodeOutcome:
+        """Run the episode; with ``resume``, continue it from where an interrupted process left it."""
+        if resume is None:
+            outcome, messages, nudged, pending = await self._start(setup), list(setup.messages), False, []
+            workspace = Workspace(setup.workspace)
+        else:
+            outcome, workspace = await self._restore(setup, resume)
+            messages, nudged, pending = list(resume.messages), resume.nudged, resume.pending
+            if resume.finished is not None:
+                outcome.status = resume.finished.status
+                return outcome
+        outcome.messages = messages
+        try:
+            for call in pending:  # the interrupted turn's calls that have no result yet
+                result = await self._tool(setup, workspace, call.id, call.name, call.arguments, outcome, resume)
+                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
+                if outcome.status != "running":
+                    return await self._finish(outcome, "")
+            if outcome.status != "running" or (resume is not None and resume.ended):
+                return await self._finish(outcome, "")
+            for _turn in range(outcome.turns, setup.max_turns):
+                reply = await self._turn(setup, messages, outcome)
+                messages.append(reply.message())
+                if not reply.tool_calls:
+                    if nudged:
+                        break
+                    nudged = True  # one reminder, then an agent that keeps talking ends the episode
+                    messages.append({"role": "user", "content": NUDGE})
+                    continue
+                for call in reply.tool_calls:
+                    result = await self._tool(setup, workspace, call.id, call.name, call.arguments, outcome)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
+                    if outcome.status != "running":
+                        return await self._finish(outcome, "")
+            status = "rejected" if outcome.attempts else "no_submission"
+            outcome.status = status
+            return await self._finish(outcome, f"stopped after {outcome.turns} turns without a valid submission")
+        except BudgetRefused as exc:
+            outcome.status = "budget_refused"
+            return await self._finish(outcome, str(exc))
+        except PolicyError as exc:
+            outcome.status = "error"
+            return await self._finish(outcome, f"policy failed: {exc}")
+
+    async def _start(self, setup: EpisodeSetup) -> EpisodeOutcome:
         ep = setup.episode_id
         prompt_blob = await self.blobs.aput(_ENC.encode({"messages": setup.messages, "tools": TOOL_SCHEMAS}))
         await self.rt.emit(
@@ -121,35 +175,40 @@ class EpisodeRunner:
         for path, data in sorted(setup.initial_files.items()):
             workspace.write(path, data.decode("utf-8"))
             await self._record_file(ep, path, data)
+        return EpisodeOutcome(ep, "running")
 
-        outcome = EpisodeOutcome(ep, "running")
-        messages = outcome.messages
-        messages.extend(setup.messages)
-        nudged = False
-        try:
-            for _turn in range(setup.max_turns):
-                reply = await self._turn(setup, messages, outcome)
-                messages.append(reply.message())
-                if not reply.tool_calls:
-                    if nudged:
-                        break
-                    nudged = True  # one reminder, then an agent that keeps talking ends the episode
-                    messages.append({"role": "user", "content": "Call submit_job when your job is ready."})
-                    continue
-                for call in reply.tool_calls:
-                    result = await self._tool(setup, workspace, call.id, call.name, call.arguments, outcome)
-                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
-                    if outcome.status != "running":
-                        return await self._finish(outcome, "")
-            status = "rejected" if outcome.attempts else "no_submission"
-            outcome.status = status
-            return await self._finish(outcome, f"stopped after {outcome.turns} turns without a valid submission")
-        except BudgetRefused as exc:
-            outcome.status = "budget_refused"
-            return await self._finish(outcome, str(exc))
-        except PolicyError as exc:
-            outcome.status = "error"
-            return await self._finish(outcome, f"policy failed: {exc}")
+    async def _restore(self, setup: EpisodeSetup, point: ResumePoint) -> tuple[EpisodeOutcome, Workspace]:
+        """The workspace as it was before the interrupted calls, and the counters the log says."""
+        if setup.workspace.exists():
+            shutil.rmtree(setup.workspace)  # it may hold writes of the calls that will run again
+        setup.workspace.mkdir(parents=True)
+        workspace = Workspace(setup.workspace)
+        for path, blob in sorted(point.files.items()):
+            if blob:
+                workspace.write(path, (await self.blobs.aget(blob)).decode("utf-8"))
+        if point.turns == 0:  # interrupted while writing the initial files: write the rest
+            for path, data in sorted(setup.initial_files.items()):
+                if path not in point.files:
+                    workspace.write(path, data.decode("utf-8"))
+                    await self._record_file(setup.episode_id, path, data)
+        outcome = EpisodeOutcome(
+            setup.episode_id,
+            "running",
+            attempts=point.attempts,
+            parseable=point.parseable,
+            turns=point.turns,
+            usage=dict(point.usage),
+        )
+        if point.validated is not None:
+            outcome.status = "validated"
+            outcome.bundle = point.validated.job_blob
+            outcome.job = _job_or_none(setup.workspace / "job.toml")
+        elif point.rejected_out:
+            outcome.status = "rejected"
+        if hasattr(self.policy, "skip_to"):
+            self.policy.skip_to(point.turns)  # a scripted or sampled policy resumes at this turn
+        log.info("episode.resumed", episode_id=setup.episode_id, turns=point.turns, pending=len(point.pending))
+        return outcome, workspace
 
     async def _turn(self, setup: EpisodeSetup, messages: list[dict[str, Any]], outcome: EpisodeOutcome) -> AgentReply:
         ep = setup.episode_id
@@ -206,33 +265,57 @@ class EpisodeRunner:
         name: str,
         arguments: str,
         outcome: EpisodeOutcome,
+        resume: ResumePoint | None = None,
     ) -> str:
         ep = setup.episode_id
-        await self.rt.emit(ToolCalled(episode_id=ep, call_id=call_id, name=name, arguments=arguments))
+        if resume is None or call_id not in resume.called:
+            await self.rt.emit(ToolCalled(episode_id=ep, call_id=call_id, name=name, arguments=arguments))
         result = run_tool(ToolCall(id=call_id, name=name, arguments=arguments), workspace, dict(setup.baselines))
         if result.written is not None:
             await self._record_file(ep, *result.written)
         content, ok = result.content, result.ok
         if result.submit:
-            content, ok = await self._submit(setup, workspace, outcome)
+            prior = resume.submits.get(call_id) if resume is not None else None
+            content, ok = await self._submit(setup, workspace, outcome, prior)
+        # The full text goes to the blob store when the event's copy is cut: a resumed episode needs all of it.
+        blob = await self.blobs.aput(content.encode("utf-8")) if len(content) > _EVENT_CHARS else ""
         await self.rt.emit(
             ToolReturned(
-                episode_id=ep, call_id=call_id, ok=ok, content=content[:4000], error="" if ok else content[:500]
+                episode_id=ep,
+                call_id=call_id,
+                ok=ok,
+                content=content[:_EVENT_CHARS],
+                error="" if ok else content[:500],
+                blob=blob,
             )
         )
         return content
 
-    async def _submit(self, setup: EpisodeSetup, workspace: Workspace, outcome: EpisodeOutcome) -> tuple[str, bool]:
+    async def _submit(
+        self, setup: EpisodeSetup, workspace: Workspace, outcome: EpisodeOutcome, prior: PendingSubmit | None = None
+    ) -> tuple[str, bool]:
+        """Count, validate and record one submission. ``prior``: this submission was already received before a
+        crash (same attempt number; the recorded verdict, if any, stands)."""
         ep = setup.episode_id
-        outcome.attempts += 1
-        attempt = outcome.attempts
-        job: JobConfig | None
-        try:
-            job = load_job_config(setup.workspace / "job.toml")
-        except (JobConfigError, OSError):
-            job = None
-        outcome.parseable = outcome.parseable or job is not None
-        await self.rt.emit(SubmissionReceived(episode_id=ep, attempt=attempt, parseable=job is not None))
+        job = _job_or_none(setup.workspace / "job.toml")
+        if prior is None:
+            outcome.attempts += 1
+            attempt = outcome.attempts
+            outcome.parseable = outcome.parseable or job is not None
+            await self.rt.emit(SubmissionReceived(episode_id=ep, attempt=attempt, parseable=job is not None))
+        else:
+            attempt = prior.attempt
+        if prior is not None and prior.verdict is not None:
+            v = prior.verdict
+            report = ProbeReport(
+                ok=isinstance(v, SubmissionValidated), checks=list(v.checks), seconds=v.probe_seconds, parseable=True
+            )
+            if isinstance(v, SubmissionValidated):
+                outcome.status, outcome.job, outcome.bundle = "validated", job, v.job_blob
+                return f"Job validated on attempt {attempt} and queued for training.", True
+            if attempt >= setup.max_attempts:
+                outcome.status = "rejected"
+            return nudge(report, attempt, setup.max_attempts), False
         report = await self.validator.validate(setup.workspace, setup.spec, attempt)
         if report.ok and job is not None:
             bundle = await self.blobs.aput(make_bundle(workspace.snapshot(), setup.spec_json))

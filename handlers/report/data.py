@@ -220,7 +220,9 @@ def _holdout(
         eps = arms[version]
         rs = [rewards[e.episode_id].reward for e in eps]
         path = accounts.sampler_paths.get(str(version), "")
-        steps = 0 if version == 0 else accounts.step_of_sampler_path.get(path)
+        # Sampler version v holds the weights after v optimizer steps (version 0: the base model), whether the
+        # log numbers its steps from 0 (handlers/training/step.py: step s publishes v = s + 1) or from 1.
+        steps = version
         jobs = [queue.jobs[e.job_id] for e in eps if e.job_id in queue.jobs]
         rows.append(
             HoldoutRow(

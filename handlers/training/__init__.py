@@ -15,6 +15,7 @@ from .episodes import EpisodeGroup, FinishedEpisode
 from .loop import OuterLoop, RunEpisode
 from .loss import LOSSES, loss_fn_config
 from .port import LearnerPort, StepOutcome
+from .projection import TrainingProjection, TrainingState, open_groups
 from .staleness import StalenessSplit, split_by_staleness
 from .step import StepResult, build_batch_datums, discard_stale, learner_step
 
@@ -33,6 +34,8 @@ __all__ = [
     "StepOutcome",
     "StepResult",
     "TaskRef",
+    "TrainingProjection",
+    "TrainingState",
     "build_batch_datums",
     "discard_stale",
     "draw_tasks",
@@ -40,6 +43,7 @@ __all__ = [
     "learner_step",
     "load_config",
     "loss_fn_config",
+    "open_groups",
     "parse_config",
     "split_by_staleness",
     "trajectory_to_datums",

@@ -10,7 +10,12 @@ Learner side: as soon as ``tasks_per_batch`` finished groups are fresh enough fo
 train (:func:`learner_step`); stale ones are discarded and their tasks re-queued. One slow episode never gates
 a batch: only whole, finished groups are waited for, and any ``tasks_per_batch`` of them make a batch.
 
-Not yet: resuming mid-batch (in-flight episodes are cancelled at the end or on a crash; see docs/outer-rl.md).
+Ids and the starting point come from the log (:class:`~handlers.training.projection.TrainingState`): each group
+is announced with ``group.started`` (its episode ids, task and sampler) before any episode runs, so a resumed
+loop re-launches the open groups with the same ids and sampler version, continues the task queue where the
+crashed process left it, and never hands out an id twice. What "re-launch" means for an episode that already
+ran (partly or wholly) is the ``run_episode`` callable's business (engine/cli/outer_episodes.py reads it back
+from the log). Episodes still in flight when the last step is applied are cancelled; they were never trained on.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from events.learning import BatchStarted
+from events.learning import BatchStarted, GroupStarted, SamplerPublished
 
 from .batch import TaskRef, draw_tasks
 from .config import OuterConfig
 from .episodes import EpisodeGroup, FinishedEpisode
 from .port import LearnerPort
+from .projection import GroupState, TrainingState, episode_id_for, group_id_for, open_groups
 from .staleness import split_by_staleness
 from .step import Emit, discard_stale, learner_step
 
@@ -46,21 +52,25 @@ class OuterLoop:
         learner: LearnerPort,
         run_episode: RunEpisode,
         emit: Emit,
-        start_step: int = 0,
-        sampler_version: int = 0,
-        sampler_path: str = "",
+        state: TrainingState | None = None,
     ) -> None:
+        """``state``: the training projection folded from the log so far (None: a new run)."""
+        st = state or TrainingState()
         self.cfg = config
         self._learner = learner
         self._run_episode = run_episode
         self._emit = emit
-        self.step = start_step
-        self.version = sampler_version
-        self.sampler_path = sampler_path
-        self._queue: deque[TaskRef] = deque()
-        self._tasks: dict[str, TaskRef] = {}
-        self._draws = 0
-        self._episodes = 0
+        self.step = st.step
+        self.version = st.sampler_version
+        self.sampler_path = st.sampler_path
+        # Applied but not published (a crash between the two events): publish on start.
+        last = st.steps.get(str(st.step - 1))
+        self._unpublished = last.sampler_path if last is not None and st.sampler_version < st.step else None
+        self._queue: deque[TaskRef] = deque(TaskRef.parse(t) for t in st.queue)
+        self._draws = st.draws
+        self._episodes = st.next_episode
+        self._groups = len(st.groups)
+        self._resumed: list[GroupState] = open_groups(st)
         self._free = config.episode_concurrency
         self._outstanding = 0  # groups started and not yet trained or discarded
         self._done: list[EpisodeGroup] = []
@@ -82,19 +92,26 @@ class OuterLoop:
             )
             self._draws += 1
             self._queue.extend(tasks)
-        task = self._queue.popleft()
-        self._tasks[task.task_id] = task
-        return task
+        return self._queue.popleft()
 
-    async def _run_group(self, task: TaskRef, version: int, path: str) -> None:
-        ids = []
-        for _ in range(self.cfg.group_size):
-            ids.append(f"ep{self._episodes:06d}")
-            self._episodes += 1
+    async def _new_group(self, task: TaskRef, version: int, path: str) -> None:
+        """Allocate the group's ids (synchronously: no other group can take them), announce it, run it."""
+        ids = [episode_id_for(self._episodes + i) for i in range(self.cfg.group_size)]
+        self._episodes += len(ids)
+        group_id = group_id_for(self._groups)
+        self._groups += 1
+        await self._emit(
+            GroupStarted(
+                group_id=group_id, task_id=task.task_id, episode_ids=ids, sampler_version=version, sampler_path=path
+            )
+        )
+        await self._run_group(task, version, path, ids)
+
+    async def _run_group(self, task: TaskRef, version: int, path: str, ids: list[str]) -> None:
         try:
             episodes = await asyncio.gather(*(self._run_episode(i, task, version, path) for i in ids))
         finally:
-            self._free += self.cfg.group_size
+            self._free += len(ids)
             self._wake.set()
         self._done.append(EpisodeGroup(task_id=task.task_id, episodes=list(episodes)))
         self._learn_wake.set()
@@ -115,7 +132,7 @@ class OuterLoop:
         if split.stale:
             self._take(split.stale)
             for tid in await discard_stale(split.stale, step=self.step, config=self.cfg, emit=self._emit):
-                self._queue.appendleft(self._tasks[tid])
+                self._queue.appendleft(TaskRef.parse(tid))  # the training projection does the same
                 self.requeued.append(tid)
             self._wake.set()
         if len(split.fresh) < self.cfg.tasks_per_batch:
@@ -132,20 +149,32 @@ class OuterLoop:
         return True
 
     async def _dispatch(self, tg: asyncio.TaskGroup) -> None:
-        """Start whole groups on the newest sampler whenever slots and the pacing bound allow."""
+        """Re-launch the groups a previous process left open, then start whole groups on the newest sampler
+        whenever slots and the pacing bound allow."""
+        for g in self._resumed:
+            self._free -= len(g.episode_ids)
+            self._outstanding += 1
+            task = TaskRef.parse(g.task_id)
+            tg.create_task(self._run_group(task, g.sampler_version, g.sampler_path, list(g.episode_ids)))
+        self._resumed = []
         while True:
             self._wake.clear()
             while self._can_start():
                 task = await self._next_task()
                 self._free -= self.cfg.group_size
                 self._outstanding += 1
-                tg.create_task(self._run_group(task, self.version, self.sampler_path))
+                tg.create_task(self._new_group(task, self.version, self.sampler_path))
             await self._wake.wait()
 
     async def run(self, max_steps: int | None = None) -> int:
         """Run until ``max_steps`` (default: the config's) learner steps are applied; returns the next step.
         Episodes still in flight at the end are cancelled (they were never trained on)."""
         target = self.cfg.max_steps if max_steps is None else max_steps
+        if self._unpublished is not None:
+            await self._emit(SamplerPublished(sampler_version=self.step, path=self._unpublished, step=self.step - 1))
+            self.version, self.sampler_path, self._unpublished = self.step, self._unpublished, None
+        if self.step >= target:
+            return self.step
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._dispatch(tg))

@@ -15,14 +15,14 @@ from handlers.baselines import BaselineEntry
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
 
-    def factory(args):
+    def factory(*, seed: int, limit: int | None):
         async def score(family: str, model: str) -> BaselineEntry:
             calls.append((family, model))
-            return BaselineEntry(score=0.25 if "1.7B" in model else 0.125, n=args.limit or 200, sampling="T=1")
+            return BaselineEntry(score=0.25 if "1.7B" in model else 0.125, n=limit or 200, sampling="T=1")
 
         return score
 
-    monkeypatch.setattr(baselines_cmd, "_cpu_score_fn", factory)
+    monkeypatch.setattr(baselines_cmd, "cpu_score_fn", factory)
     return calls
 
 

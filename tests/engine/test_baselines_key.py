@@ -9,21 +9,22 @@ import pytest
 
 from engine.cli import baselines_cmd, episode_wiring, main
 from families._key import ENV_VAR, key_fingerprint
-from handlers.baselines import BaselineEntry
+from families.spec import BASE_MODELS
+from handlers.baselines import BaselineEntry, default_baselines_path
 
 
 @pytest.fixture
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
 
-    def factory(args):
+    def factory(*, seed: int, limit: int | None):
         async def score(family: str, model: str) -> BaselineEntry:
             calls.append((family, model))
             return BaselineEntry(score=0.25, n=200, sampling="T=1")
 
         return score
 
-    monkeypatch.setattr(baselines_cmd, "_cpu_score_fn", factory)
+    monkeypatch.setattr(baselines_cmd, "cpu_score_fn", factory)
     return calls
 
 
@@ -53,12 +54,21 @@ def test_a_changed_key_invalidates_frozen_baselines_until_force(
 def test_an_episode_refuses_baselines_of_another_key(
     tmp_path: Path, fake_cpu: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "cpu.json"
-    assert main(["--runs-root", str(tmp_path / "runs"), "baselines", "--family", "ledger", "--out", str(out)]) == 0
-    monkeypatch.setattr(episode_wiring, "BASELINES", {"cpu": out, "standin": None})
-    monkeypatch.setattr(episode_wiring, "REPO", tmp_path)
-    baselines, desc = episode_wiring._baselines("cpu")
-    assert baselines["ledger"] and desc == "cpu.json"
+    assert main(["--runs-root", str(tmp_path / "runs"), "baselines", "--family", "ledger"]) == 0
+    out = default_baselines_path("cpu")  # the default file, under $AIT_BASELINES_DIR in tests
+    assert json.loads(out.read_text())["key_fingerprint"] == key_fingerprint()
+    baselines, desc = episode_wiring._baselines("cpu", "ledger")
+    assert baselines["ledger"] and desc == str(out)
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "other.key"))
     with pytest.raises(SystemExit, match=r"ait baselines --inner cpu --force"):
-        episode_wiring._baselines("cpu")
+        episode_wiring._baselines("cpu", "ledger")
+    assert len(fake_cpu) == 2  # the refusal scored nothing
+
+
+def test_an_episode_freezes_the_missing_cpu_baselines_of_its_family_once(fake_cpu: list) -> None:
+    baselines, desc = episode_wiring._baselines("cpu", "calc_chain")
+    assert sorted(fake_cpu) == [("calc_chain", m) for m in sorted(BASE_MODELS)]
+    assert baselines["calc_chain"] == dict.fromkeys(BASE_MODELS, 0.25) and "frozen now" in desc
+    again, desc = episode_wiring._baselines("cpu", "calc_chain")
+    assert again == baselines and len(fake_cpu) == 2 and "frozen now" not in desc  # frozen means frozen
+    assert episode_wiring._baselines("standin", "calc_chain")[0] == {}  # made-up scores get no baseline

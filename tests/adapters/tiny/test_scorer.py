@@ -119,7 +119,7 @@ def test_checkpoint_loads_and_makes_a_well_formed_first_call(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "family"), [("tiny-0.6b", "calc_chain"), ("tiny-1.7b", "ledger")])
+@pytest.mark.parametrize(("name", "family"), [("tiny-0.6b", "calc_chain")])  # the larger one: ~4x the time
 def test_checkpoint_scores_its_recorded_base(name, family):
     if not _built(name):
         pytest.skip("run python -m adapters.tiny.pretrain")

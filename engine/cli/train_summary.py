@@ -1,0 +1,48 @@
+"""The end-of-run summary of ``ait train`` / ``ait resume``, read from the run's projections only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from handlers.training import TrainingState
+
+__all__ = ["summary_lines"]
+
+
+def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
+    training: TrainingState = rt.state("training")
+    rewards = rt.state("rewards")
+    queue = rt.state("queue")
+    budget = rt.state("budget")
+    lines = [f"run {rt.run_id}: {training.step} learner step(s) applied, sampler v{training.sampler_version}"]
+    for key in sorted(training.steps, key=int):
+        rec = training.steps[key]
+        got = [rewards[e].reward for e in rec.episode_ids if e in rewards]
+        mean = sum(got) / len(got) if got else float("nan")
+        state = "applied" if rec.applied else "collected, not applied"
+        lines.append(
+            f"  step {rec.step}: {len(rec.episode_ids)} episodes, mean reward {mean:+.3f}, "
+            f"{rec.n_datums} datums, {rec.n_tokens} trained tokens ({state})"
+        )
+    groups = training.groups.values()
+    trained = sum(1 for g in groups if g.status == "trained")
+    discarded = sum(1 for g in groups if g.status == "discarded")
+    open_ = sum(1 for g in groups if g.status == "running")
+    lines.append(
+        f"groups: {trained} trained, {discarded} discarded as stale ({len(training.requeued)} task(s) re-queued), "
+        f"{open_} open (continued by a later `ait resume --max-steps N`)"
+    )
+    counts = queue.counts
+    lines.append(
+        f"inner jobs: {counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed, "
+        f"{sum(counts.get(k, 0) for k in ('queued', 'requeued', 'assigned', 'running'))} unfinished "
+        f"(final drain: {ran_on.get('final drain', '-')})"
+    )
+    lines.append(f"spend: ${budget.settled / 1_000_000:.4f} settled by this run (agent calls, pods, training)")
+    last = training.steps.get(str(training.step - 1))
+    if last is not None:
+        lines.append(f"checkpoint: state {last.state_path or '(none this step)'}, sampler {last.sampler_path}")
+    lines.append("ran on: " + ", ".join(f"{k}={v}" for k, v in ran_on.items() if k != "final drain"))
+    lines.append(f"log: {rt.log.path}")
+    return lines
