@@ -14,6 +14,10 @@ The process is sealed from the installation key (``AIT_EVAL_KEY_SEALED=1``: ``fa
 build the hidden split) and, under bubblewrap, the key, the project tree and the run directories are not
 mounted. It never scores: the trainer scores the weights in its own process, which never imports the env.
 Everything written here is untrusted (the agent's code shares this process) and read as data only.
+
+It imports the agent's env before the training stack (torch, transformers): an env that fails to import
+costs seconds, not the stack's start-up. Step records and the train report travel as raw JSON the trainer
+decodes with the real types, so this module's own imports stay light.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._loop import StepRecord, TrainReport
 from ._settings import CpuTrainSettings
 
 __all__ = ["ChildReport", "ChildRequest", "StepLine", "main"]
@@ -52,7 +55,7 @@ class ChildReport(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     failure: ChildFailure | None = None
     detail: str = ""
-    report: TrainReport | None = None
+    report: msgspec.Raw = msgspec.Raw(b"null")  # a TrainReport when ok
     setup_seconds: float = 0.0
 
 
@@ -60,7 +63,7 @@ class StepLine(msgspec.Struct, frozen=True, kw_only=True):
     """One line of ``progress.jsonl`` (``record`` only on ``step`` lines)."""
 
     event: str
-    record: StepRecord | None = None
+    record: msgspec.Raw = msgspec.Raw(b"null")  # a StepRecord on "step" lines
 
 
 _ENC = msgspec.json.Encoder()
@@ -83,27 +86,29 @@ class _Channel:
 
 
 async def _train(req: ChildRequest, channel: _Channel, started: float) -> ChildReport:
-    import torch
-    from safetensors.torch import save_model
-
     from adapters.inproc import EnvLoadError, load_env
-    from adapters.tiny.model import load_checkpoint
 
-    from ._loop import EnvFailure, train
-
-    torch.set_num_threads(req.settings.threads)
-    ckpt = load_checkpoint(req.checkpoint)
     channel.send(StepLine(event="env_import"))
     try:
         env = load_env(req.env_id, path=req.env_dir, config=req.env_config, defaults={"family": req.family})
     except EnvLoadError as exc:
         return ChildReport(ok=False, failure="env_crash", detail=str(exc))
+
+    import torch
+    from safetensors.torch import save_model
+
+    from adapters.tiny.model import load_checkpoint
+
+    from ._loop import EnvFailure, StepRecord, train
+
+    torch.set_num_threads(req.settings.threads)
+    ckpt = load_checkpoint(req.checkpoint)
     setup = time.monotonic() - started
     channel.send(StepLine(event="training"))
     deadline = None if req.deadline_s is None else started + req.deadline_s
 
     async def on_step(record: StepRecord) -> None:
-        channel.send(StepLine(event="step", record=record))
+        channel.send(StepLine(event="step", record=msgspec.Raw(_ENC.encode(record))))
 
     try:
         report = await train(ckpt, env, req.settings, on_step=on_step, deadline=deadline)
@@ -113,7 +118,7 @@ async def _train(req: ChildRequest, channel: _Channel, started: float) -> ChildR
         detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
         return ChildReport(ok=False, failure="trainer_crash", detail=detail, setup_seconds=setup)
     save_model(ckpt.model, str(Path(req.out_dir) / "model.safetensors"))
-    return ChildReport(ok=True, report=report, setup_seconds=setup)
+    return ChildReport(ok=True, report=msgspec.Raw(_ENC.encode(report)), setup_seconds=setup)
 
 
 def main(argv: list[str]) -> int:

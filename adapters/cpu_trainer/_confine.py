@@ -39,11 +39,20 @@ from families._key import SEAL_VAR
 __all__ = ["ChildLimits", "Launch", "code_packages", "make_root", "prepare_launch"]
 
 _MiB = 1 << 20
-# The child's entry point: the project's code directory first on sys.path (``-I`` ignores PYTHONPATH).
+# The child's entry point: the project's code first on sys.path (``-I`` ignores PYTHONPATH), and this package
+# registered without running its ``__init__`` (which imports torch, transformers and verifiers for the trainer's
+# API): the child imports the agent's env first, so an env that cannot even be imported fails in seconds.
 _BOOT = (
-    "import sys; sys.path.insert(0, {code!r}); "
+    "import sys, types; {inserts}; "
+    "pkg = types.ModuleType('adapters.cpu_trainer'); pkg.__path__ = [{pkg!r}]; "
+    "sys.modules['adapters.cpu_trainer'] = pkg; "
     "from adapters.cpu_trainer._child import main; sys.exit(main(sys.argv[1:]))"
 )
+
+
+def _boot(code_roots: list[str]) -> str:
+    inserts = "; ".join(f"sys.path.insert(0, {r!r})" for r in reversed(code_roots))
+    return _BOOT.format(inserts=inserts, pkg=str(Path(code_roots[0]) / "adapters" / "cpu_trainer"))
 
 
 class ChildLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,7 +149,7 @@ def prepare_launch(
         b.bind(root / "request.json", INSIDE / "request.json")
         b.bind(root / "out", INSIDE / "out", ro=False)
         b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")
-        boot = _BOOT.format(code=str(INSIDE / "code"))
+        boot = _boot([str(INSIDE / "code")])
         b.args += ["--chdir", str(INSIDE / "home"), "--", str(python), "-I", "-B", "-c", boot]
         b.args += [str(INSIDE / "request.json")]
         b.args[0] = shutil.which("bwrap") or "bwrap"
@@ -170,7 +179,8 @@ def prepare_launch(
     else:
         note = _join(note, "child runs as the engine's own user: it could read that user's files (the key)")
     _own(root, uid)
-    boot = _BOOT.format(code=code_roots[0]) if len(code_roots) == 1 else _boot_many(code_roots)
+    adapters_root = str(packages["adapters"].parent)  # the roots' first entry is searched first
+    boot = _boot([adapters_root, *(r for r in code_roots if r != adapters_root)])
     argv = [str(python), "-I", "-B", "-c", boot, str(root / "request.json")]
     if plan.mode == "unshare":
         argv = [shutil.which("unshare") or "unshare", *unshare_flags(), "--", *argv]
@@ -187,11 +197,6 @@ def prepare_launch(
         inside_request=str(root / "request.json"),
         rlimits=_rlimits(limits, uid),
     )
-
-
-def _boot_many(roots: list[str]) -> str:
-    inserts = "; ".join(f"sys.path.insert(0, {r!r})" for r in reversed(roots))
-    return f"import sys; {inserts}; from adapters.cpu_trainer._child import main; sys.exit(main(sys.argv[1:]))"
 
 
 def _own(root: Path, uid: int | None) -> None:

@@ -141,8 +141,13 @@ class _Seen:
                 continue
             if line.event == "env_import":
                 self.env_started = True
-            record = line.record
-            if line.event == "step" and record is not None and self.last_step < record.step <= self.max_steps:
+            if line.event != "step":
+                continue
+            try:
+                record = msgspec.json.decode(line.record, type=StepRecord)
+            except msgspec.DecodeError:
+                continue
+            if self.last_step < record.step <= self.max_steps:
                 self.last_step = record.step
                 await on_step(record)
 
@@ -191,13 +196,17 @@ def _outcome(
         raise TrainingFailed(
             reason, f"the training process died{where} ({how}) without a report: {last}", isolation=iso, log_tail=tail
         )
-    if not report.ok or report.report is None:
+    if not report.ok:
         raise TrainingFailed(report.failure or "trainer_crash", report.detail, isolation=iso, log_tail=tail)
+    try:
+        train_report = msgspec.json.decode(report.report, type=TrainReport)
+    except msgspec.DecodeError as exc:
+        raise TrainingFailed("trainer_crash", f"unusable train report: {exc}", isolation=iso, log_tail=tail) from None
     weights = root / "out" / "model.safetensors"
     if not weights.is_file() or weights.is_symlink():
         raise TrainingFailed("trainer_crash", "training ended without its weights file", isolation=iso, log_tail=tail)
     return ChildOutcome(
-        report=report.report,
+        report=train_report,
         weights=weights,
         isolation=iso,
         note=launch.note,

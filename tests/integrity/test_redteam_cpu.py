@@ -82,8 +82,9 @@ _try("hidden_sealed", _hidden_prompt)
 _try("hidden_unsealed", _unsealed)
 _try("patch_scorer", _patch_scorer)
 _try("write_project", lambda: open(_os.path.join(PROJECT_FAMILIES, "_planted.py"), "w").write("x = 1"))
-_try("write_base", lambda: open(_os.path.join(_req["checkpoint"], "model.safetensors"), "ab").write(b"x"))
-_try("write_trainer_dir", lambda: open(_os.path.join(_os.path.dirname(_out), "child.log"), "a").write("x"))
+# Opened for writing, nothing written: where it is allowed (a child that stays root), training still runs.
+_try("write_base", lambda: open(_os.path.join(_req["checkpoint"], "model.safetensors"), "ab").close())
+_try("write_trainer_dir", lambda: open(_os.path.join(_os.path.dirname(_out), "child.log"), "a").close())
 _main = _os.getpid()
 if _os.fork() == 0:  # a daemon that outlives training and tampers once the trainer would be scoring
     _os.setsid()

@@ -94,7 +94,7 @@ async def test_an_env_that_does_not_load_is_an_env_crash(tmp_path: Path, random_
     env = tmp_path / "env" / "broken_env"
     env.mkdir(parents=True)
     (env / "__init__.py").write_text("raise RuntimeError('import-time crash')\n")
-    result = await CpuTrainer().run(bundle(tmp_path, str(random_checkpoint), "broken-env", "env"), noop)
+    result = await CpuTrainer(eval_limit=4).run(bundle(tmp_path, str(random_checkpoint), "broken-env", "env"), noop)
     assert (result.ok, result.failure) == (False, "env_crash")
     assert "import-time crash" in result.detail
 
