@@ -8,7 +8,22 @@ from events import CheckResult
 from families.spec import TaskSpec
 from handlers.episode.validation import ProbeReport
 
-__all__ = ["FakeValidator"]
+__all__ = ["CALC_SPEC_PATH", "MINIMAL_JOB_TOML", "FakeValidator"]
+
+CALC_SPEC_PATH = Path(__file__).parents[2] / "examples" / "tasks" / "calc_chain_v1_fast.json"
+
+# A job.toml an agent could submit for CALC_SPEC_PATH (within its bounds); the env package is not needed by a fake.
+MINIMAL_JOB_TOML = """
+[prime_rl]
+model = "Qwen/Qwen3-0.6B"
+learning_rate = 1e-5
+max_steps = 5
+batch_size = 16
+group_size = 8
+
+[env]
+id = "calc-train"
+"""
 
 
 class FakeValidator:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.cli.train_config import load_run_config
+from engine.cli.train_config import RunConfig, load_run_config
 from engine.replay import replay
 from handlers.registry import default_projections
 from handlers.training import ConfigError
@@ -66,7 +66,9 @@ def test_train_exits_2_on_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.startswith("ait train: ") and str(path) in err and "group_size" in err
 
 
-def test_smoke_train_resume_and_holdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_smoke_train_resume_and_holdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     runs = str(tmp_path)
     assert main(["--runs-root", runs, "train", "--config", str(SMOKE), "--run-id", "s"]) == 0
     out = capsys.readouterr().out
@@ -87,9 +89,9 @@ def test_smoke_train_resume_and_holdout(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--runs-root", runs, "resume", "s", "--max-steps", "3"]) == 0  # nothing left to do
     assert "3 learner step(s) applied" in capsys.readouterr().out
 
+    # Holdout on triage with no --trajectory: the scripted agent replays fixtures/trajectories/triage_good.json.
     ckpt = "offline:checkpoints/step_000002.sampler.json"
-    traj = str(ROOT / "fixtures" / "trajectories" / "calc_chain_good.json")
-    assert main(["--runs-root", runs, "holdout", "--checkpoint", ckpt, "-n", "2", "--trajectory", traj]) == 0
+    assert main(["--runs-root", runs, "holdout", "--checkpoint", ckpt, "--family", "triage", "-n", "2"]) == 0
     out = capsys.readouterr().out
     assert "| checkpoint | outer steps | mean reward | validated | inner jobs succeeded | worst episode |" in out
     assert f"| `{ckpt}` |" in out and "| 2/2 | 2/2 |" in out
@@ -97,6 +99,16 @@ def test_smoke_train_resume_and_holdout(tmp_path: Path, capsys: pytest.CaptureFi
     assert doc["episodes"] == ["ho00000", "ho00001"] and doc["family"] == "triage"
     st = replay(run / "events.jsonl", default_projections()).states
     assert all(st["episodes"][e].group_id == "holdout-v2" and e not in st["training"].episodes for e in doc["episodes"])
+    for e in doc["episodes"]:  # each wrote the triage env, not some other family's
+        assert st["episodes"][e].family == "triage" and "env/triage_train/tools.py" in st["episodes"][e].files
+    # --trajectory overrides it for every episode (the base model's arm here): this one writes the calc_chain env.
+    traj = str(ROOT / "fixtures" / "trajectories" / "calc_chain_good.json")
+    base_arm = ["holdout", "--checkpoint", "base", "--run", "s", "-n", "1", "--trajectory", traj]
+    assert main(["--runs-root", runs, *base_arm]) == 0
+    assert "| base model | 0 |" in capsys.readouterr().out
+    assert json.loads((run / "holdout" / "v0.json").read_text())["episodes"] == ["ho00002"]
+    st = replay(run / "events.jsonl", default_projections()).states
+    assert "env/calc_chain_train/tools.py" in st["episodes"]["ho00002"].files
 
     assert main(["--runs-root", runs, "holdout", "--checkpoint", "offline:nope"]) == 2
     assert "no run under" in capsys.readouterr().err
@@ -104,8 +116,13 @@ def test_smoke_train_resume_and_holdout(tmp_path: Path, capsys: pytest.CaptureFi
     assert "never published it" in capsys.readouterr().err
     assert main(["--runs-root", runs, "holdout", "--checkpoint", "base", "--run", "s", "--family", "calc_chain"]) == 2
     assert "is trained on" in capsys.readouterr().err
+    # A held-out family with no <family>_good.json under the run's trajectories: a clear error, exit 2.
+    real = RunConfig.trajectory_path
+    missing = tmp_path / "triage_good.json"
+    monkeypatch.setattr(RunConfig, "trajectory_path", lambda cfg, f: missing if f == "triage" else real(cfg, f))
     assert main(["--runs-root", runs, "holdout", "--checkpoint", "base", "--run", "s"]) == 2
-    assert "--trajectory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"no scripted trajectory {missing}" in err and "--trajectory" in err
 
 
 def test_resume_refuses_a_run_that_is_not_a_train_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

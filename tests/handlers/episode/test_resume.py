@@ -19,20 +19,9 @@ from families.spec import load_spec
 from handlers.episode.projection import EpisodesProjection
 from handlers.episode.resume import episode_histories, resume_point
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
-from tests.fakes import FakeValidator
+from tests.fakes import CALC_SPEC_PATH, MINIMAL_JOB_TOML, FakeValidator
 
-SPEC_PATH = Path(__file__).parents[3] / "examples" / "tasks" / "calc_chain_v1_fast.json"
-JOB_TOML = """
-[prime_rl]
-model = "Qwen/Qwen3-0.6B"
-learning_rate = 1e-5
-max_steps = 5
-batch_size = 16
-group_size = 8
-
-[env]
-id = "calc-train"
-"""
+SPEC_PATH, JOB_TOML = CALC_SPEC_PATH, MINIMAL_JOB_TOML
 LONG = "x" * 4500 + "\nend\n"  # its read_file result is longer than tool.returned keeps
 
 

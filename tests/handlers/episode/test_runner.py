@@ -21,21 +21,9 @@ from handlers.episode.projection import EpisodesProjection
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
 from handlers.episode.workspace import MAX_FILE_BYTES
 from handlers.prices import load_prices
-from tests.fakes import FakeValidator
+from tests.fakes import CALC_SPEC_PATH, MINIMAL_JOB_TOML, FakeValidator
 
-SPEC_PATH = Path(__file__).parents[3] / "examples" / "tasks" / "calc_chain_v1_fast.json"
-
-JOB_TOML = """
-[prime_rl]
-model = "Qwen/Qwen3-0.6B"
-learning_rate = 1e-5
-max_steps = 5
-batch_size = 16
-group_size = 8
-
-[env]
-id = "calc-train"
-"""
+SPEC_PATH, JOB_TOML = CALC_SPEC_PATH, MINIMAL_JOB_TOML
 
 
 def _turns(*turns: list[tuple[str, Any]]) -> Trajectory:

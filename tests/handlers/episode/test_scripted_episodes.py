@@ -1,4 +1,5 @@
-"""Scripted episodes for every training family, end to end on the episode runner with the real template.
+"""Scripted episodes for every family with a good trajectory (the five training ones and the held-out triage),
+end to end on the episode runner with the real template.
 
 Each episode starts from ``handlers.episode.setup.template_files`` (the rendered ``template/``, dev examples and
 spec), replays a committed trajectory from ``fixtures/trajectories/`` with the scripted policy, and is

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 
 import pytest
 
@@ -13,6 +12,7 @@ from events.learning import (
     SamplerPublished,
 )
 from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, StepOutcome, parse_config
+from tests.fakes.outer import fake_episode_runner
 
 
 class SlowLearner:
@@ -30,21 +30,8 @@ class SlowLearner:
 
 
 def make_runner(seed, tail_prob, started):
-    rng = random.Random(seed)
-
-    async def run_episode(episode_id, task, version, path):
-        started.append((episode_id, task.task_id, version, path))
-        # heavy-tailed durations (ms scale): a few stragglers take 30x longer
-        await asyncio.sleep(0.002 * (30 if rng.random() < tail_prob else rng.random()))
-        return FinishedEpisode(
-            episode_id=episode_id,
-            task_id=task.task_id,
-            sampler_version=version,
-            reward=rng.random(),
-            turns=[SampledTurn(prompt_tokens=[1, 2], sampled_tokens=[3], sampled_logprobs=[-0.3])],
-        )
-
-    return run_episode
+    # heavy-tailed durations (ms scale): a few stragglers take 30x longer
+    return fake_episode_runner(seed, started, tail_prob=tail_prob, unit_s=0.002, straggle=30)
 
 
 @pytest.mark.parametrize(("seed", "k", "tail"), [(0, 2, 0.05), (1, 0, 0.2), (2, 1, 0.1)])

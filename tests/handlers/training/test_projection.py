@@ -5,16 +5,16 @@ their recorded ids and sampler, and no episode trains twice across the restart."
 from __future__ import annotations
 
 import asyncio
-import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events import Recorded
 from events.learning import BatchCollected, EpisodeStaleDiscarded, GroupStarted, LoRAStepApplied, SamplerPublished
-from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, StepOutcome, parse_config
+from handlers.training import OuterLoop, StepOutcome, parse_config
 from handlers.training.batch import TaskRef
 from handlers.training.projection import TrainingProjection, TrainingState, open_groups
+from tests.fakes.outer import Started, fake_episode_runner
 
 
 class Learner:
@@ -30,21 +30,8 @@ def fold(events: list[object]) -> TrainingState:
     return TrainingProjection().fold(Recorded(i, 0.0, e) for i, e in enumerate(events))  # type: ignore[arg-type]
 
 
-def runner(seed: int, started: list[tuple[str, str, int, str]]):
-    rng = random.Random(seed)
-
-    async def run_episode(episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
-        started.append((episode_id, task.task_id, version, path))
-        await asyncio.sleep(0.001 * (20 if rng.random() < 0.1 else rng.random()))
-        return FinishedEpisode(
-            episode_id=episode_id,
-            task_id=task.task_id,
-            sampler_version=version,
-            reward=rng.random(),
-            turns=[SampledTurn(prompt_tokens=[1, 2], sampled_tokens=[3], sampled_logprobs=[-0.3])],
-        )
-
-    return run_episode
+def runner(seed: int, started: Started):
+    return fake_episode_runner(seed, started)
 
 
 def test_task_ids_parse_back() -> None:
