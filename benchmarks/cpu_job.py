@@ -72,7 +72,8 @@ def write_bundle(root: Path, family: str, env_id: str, env_dir: Path, args: argp
         "max_turns": args.max_turns,
     }
     lines = ["[prime_rl]"] + [f"{k} = {json.dumps(v)}" for k, v in table.items()]
-    lines += ["", "[env]", f'id = "{env_id}"', f'path = "{env_dir}"']
+    shutil.copytree(env_dir, root / "env" / env_dir.name)  # the trainer takes env packages from inside the bundle
+    lines += ["", "[env]", f'id = "{env_id}"', f'path = "env/{env_dir.name}"']
     (root / "job.toml").write_text("\n".join(lines) + "\n")
     spec = TASKS / f"{family}_v1{'_fast' if args.spec == 'fast' else ''}.json"
     if spec.exists():

@@ -82,6 +82,7 @@ class Family(Protocol):
 
     name: ClassVar[str]
     held_out: ClassVar[bool]
+    prompt_is_template: ClassVar[bool]  # the prompt alone does not identify a task (its world does)
 
     def generate(self, split: str, seed: int, difficulty: Difficulty | None = None) -> Task:
         """The task for (split, seed); same arguments, same task byte for byte. Train/dev never equal hidden."""

@@ -25,6 +25,10 @@ Draw = tuple[str, dict[str, Any], str]  # (prompt, world, answer)
 class FamilyBase(ABC):
     name: ClassVar[str]
     held_out: ClassVar[bool] = False
+    # True when tasks share prompt texts and differ in their world (the tools' data): the prompt alone does
+    # not identify a task, so honest train prompts can equal hidden ones verbatim (the contamination check
+    # then compares prompt and answer, not the prompt alone).
+    prompt_is_template: ClassVar[bool] = False
     # Inclusive bounds of the knobs this family accepts; generate() rejects anything outside.
     steps_range: ClassVar[tuple[int, int]] = (1, 8)
     distractors_range: ClassVar[tuple[int, int]] = (0, 4)

@@ -10,6 +10,11 @@ baselines file, which a changed key therefore invalidates.
 A key file may carry ``#`` comment lines. One with the line ``# AIT PUBLIC TEST KEY`` is a committed,
 public key for the test suite (``tests/data/eval-test.key``): it is allowed inside the repository; any other
 key found inside the repository is refused, since a committed key is no secret.
+
+A process started with ``AIT_EVAL_KEY_SEALED=1`` (the CPU trainer's training child, where the agent's env
+code runs) is *sealed*: :func:`current_key` raises :class:`EvalKeySealed` instead of loading or creating a
+key, so the hidden split cannot be built there, not even under a fresh key. (The real defence is that the
+key file is not reachable from that process at all; the seal makes any attempt fail loudly.)
 """
 
 from __future__ import annotations
@@ -25,18 +30,22 @@ from pathlib import Path
 
 __all__ = [
     "ENV_VAR",
+    "SEAL_VAR",
     "TEST_KEY_MARKER",
     "EvalKey",
     "EvalKeyError",
+    "EvalKeySealed",
     "current_key",
     "key_fingerprint",
     "key_path",
+    "key_sealed",
 ]
 
 # stdlib logging, not structlog: this module is vendored into eval packages, which carry no structlog.
 log = logging.getLogger(__name__)
 
 ENV_VAR = "AIT_EVAL_KEY_FILE"
+SEAL_VAR = "AIT_EVAL_KEY_SEALED"
 TEST_KEY_MARKER = "# AIT PUBLIC TEST KEY"
 _REPO = Path(__file__).resolve().parents[1]
 _KEY_BYTES = 32
@@ -44,6 +53,15 @@ _KEY_BYTES = 32
 
 class EvalKeyError(Exception):
     """The key file is unusable; the message names the file and what to do."""
+
+
+class EvalKeySealed(EvalKeyError):
+    """This process is sealed from the key (agent code runs here): the hidden split is unreachable."""
+
+
+def key_sealed() -> bool:
+    """Whether this process runs sealed from the installation key (``AIT_EVAL_KEY_SEALED=1``)."""
+    return os.environ.get(SEAL_VAR, "").strip() == "1"
 
 
 class EvalKey:
@@ -118,6 +136,11 @@ _CACHE: dict[tuple[str, int, int], EvalKey] = {}
 
 def current_key() -> EvalKey:
     """The installation key at :func:`key_path`, created on first use; cached per (path, inode, mtime)."""
+    if key_sealed():
+        raise EvalKeySealed(
+            f"this process is sealed from the installation key ({SEAL_VAR}=1: agent code runs here); "
+            "the hidden eval split cannot be built in it"
+        )
     path = key_path()
     if not path.exists():
         _create(path)

@@ -11,6 +11,12 @@ train and dev draws do not depend on the key (except through the rare collision 
 Disjointness is by construction, not by luck: a ``train`` or ``dev`` draw whose
 fingerprint (prompt and answer) equals a hidden task's is rejected and redrawn with the next sub-seed, so
 no training or dev task can ever equal a hidden one, over the whole seed space.
+
+In a process sealed from the key (:func:`._key.key_sealed`: the CPU trainer's training child) the hidden
+set does not exist, so train and dev draws there take the first draw without the collision check: the
+trusted reference env still runs there, and a chance collision (measured: 12 in 20 000 multi_hop train
+seeds, 2 for string_pipeline and dispatch, none for calc_chain, ledger, triage) is no more than any env
+that cannot see the hidden set would produce. Nothing in that process can tell which draws collide.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections.abc import Callable
 import msgspec
 
 from ._base import Task
-from ._key import current_key
+from ._key import current_key, key_sealed
 
 __all__ = ["DEV_SIZE", "HIDDEN_SIZE", "SPLITS", "draw_disjoint", "fingerprint", "split_rng"]
 
@@ -64,6 +70,8 @@ def draw_disjoint(
     hidden: Callable[[], frozenset[str]],
 ) -> Task:
     """Draw a task for ``split``; for train/dev, redraw while it collides with a hidden task."""
+    if split != "hidden" and key_sealed():
+        return draw(split_rng(family, split, seed, 0))  # no hidden set here (see the module docstring)
     for attempt in range(MAX_REDRAWS):
         task = draw(split_rng(family, split, seed, attempt))
         if split == "hidden" or fingerprint(task) not in hidden():

@@ -186,6 +186,7 @@ class Dispatch(FamilyBase):
     """Route a ticket: fetch its queue's rules and the facts they test, first match wins."""
 
     name: ClassVar[str] = "dispatch"
+    prompt_is_template: ClassVar[bool] = True  # the answer lives in the world, not the prompt
     held_out: ClassVar[bool] = False
     steps_range: ClassVar[tuple[int, int]] = (1, MAX_RULES)
     distractors_range: ClassVar[tuple[int, int]] = (0, MAX_RULES)

@@ -193,6 +193,7 @@ class MultiHop(FamilyBase):
     """Persona-world questions answered by chaining lookups."""
 
     name: ClassVar[str] = "multi_hop"
+    prompt_is_template: ClassVar[bool] = True  # the answer lives in the world, not the prompt
     held_out: ClassVar[bool] = False
     steps_range: ClassVar[tuple[int, int]] = (1, MAX_STEPS)
     distractors_range: ClassVar[tuple[int, int]] = (0, MAX_DISTRACTORS)

@@ -201,6 +201,7 @@ class Triage(FamilyBase):
     """Find the deploy behind an open incident (or who to page for it) across three tools."""
 
     name: ClassVar[str] = "triage"
+    prompt_is_template: ClassVar[bool] = True  # the answer lives in the world, not the prompt
     held_out: ClassVar[bool] = True
     steps_range: ClassVar[tuple[int, int]] = (1, MAX_DEPS)
     distractors_range: ClassVar[tuple[int, int]] = (0, MAX_DECOYS)

@@ -18,9 +18,11 @@ import msgspec
 from .inner_port import JobResult
 
 __all__ = [
+    "EVAL_NEEDED",
     "AgentAuthError",
     "AgentBusy",
     "AgentError",
+    "AgentEvalRefused",
     "AgentEvent",
     "AgentEventsPage",
     "AgentHealth",
@@ -35,6 +37,9 @@ __all__ = [
 ]
 
 JOB_STATES = ("queued", "running", "succeeded", "failed")
+#: The event a job's stream carries when its training has ended and its scoring waits for the hidden eval
+#: package, which the controller then sends (``send_eval``): a pod never builds the hidden set itself.
+EVAL_NEEDED = "eval_needed"
 
 
 class JobSubmission(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,7 +57,7 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     seq: int
     ts: float  # the pod's wall clock (informational: the controller's log stamps its own time)
-    kind: str  # "state" | "progress" | "log"
+    kind: str  # "state" | "progress" | "log" | "eval_needed"
     state: str = ""  # for kind == "state": the job's new state
     phase: str = ""
     step: int = 0
@@ -129,6 +134,10 @@ class AgentBusy(AgentError):
     """The agent is running another job (409): one job per pod at a time."""
 
 
+class AgentEvalRefused(AgentError):
+    """The job is not waiting for an eval package (409 ``eval_refused``): it is accepted only after training."""
+
+
 class PodAgent(Protocol):
     """The calls the dispatcher makes on a pod's agent, addressed by the pod's URL and bearer token."""
 
@@ -143,3 +152,7 @@ class PodAgent(Protocol):
     async def result(self, url: str, token: str, job_id: str) -> AgentResult: ...
 
     async def cancel(self, url: str, token: str, job_id: str) -> AgentJobStatus: ...
+
+    async def send_eval(self, url: str, token: str, job_id: str, package: bytes) -> AgentJobStatus:
+        """Deliver the hidden eval package (a tar) to a job that asked for it (``eval_needed``)."""
+        ...

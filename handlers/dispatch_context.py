@@ -8,7 +8,7 @@ where the provider helper defined it.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,12 +28,14 @@ from .queue import QueueState
 if TYPE_CHECKING:
     from engine.runtime import Runtime
 
-__all__ = ["DispatchContext", "Ports", "SpecFactory"]
+__all__ = ["DispatchContext", "EvalPackages", "Ports", "SpecFactory"]
 
 log = structlog.get_logger("handlers.dispatcher")
 
 #: (GPU type, pod id, the pod's bearer token) -> what to launch
 SpecFactory = Callable[[str, str, str], PodSpec]
+#: family -> its hidden eval package (a tar), built under the engine's installation key
+EvalPackages = Callable[[str], Awaitable[bytes]]
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Ports:
     blobs: BlobStore
     tokens: Callable[[str], str]  # pod id -> the pod agent's bearer token
     spec_for: SpecFactory
+    #: sent to a job once its training has ended (``eval_needed``); None: such a job's scoring cannot start
+    eval_packages: EvalPackages | None = None
 
 
 @dataclass

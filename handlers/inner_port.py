@@ -55,6 +55,7 @@ class JobResult(msgspec.Struct, frozen=True, kw_only=True):
     metrics: dict[str, float] = {}
     log_tail: str = ""
     sampling: str = ""  # how the hidden eval sampled (e.g. "T=1.0, n=200"): scores state their sampling
+    isolation: str = ""  # how the agent's code was confined while it trained (e.g. "bwrap"); "" if not stated
 
 
 class InnerTrainer(Protocol):

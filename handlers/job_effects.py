@@ -3,8 +3,11 @@
 The attempt is the request ``job.assigned(key)``. The task submits the bundle (idempotent by job id, so after
 a crash it finds the run already going or finished instead of starting another), follows the agent's event
 stream from the last cursor in the log (so no progress is recorded twice), fetches the result document into
-the blob store, and emits the outcome with the attempt's key. If the pod dies under it, the pod is recorded
-lost and the attempt ends as ``job.requeued`` (or ``job.failed`` once the attempts are spent).
+the blob store, and emits the outcome with the attempt's key. When the stream says ``eval_needed`` (the job's
+training has ended and its scoring waits), it sends the family's hidden eval package, built here under the
+engine's key: a pod never holds the hidden set before its training is over, nor builds it itself.
+If the pod dies under it, the pod is recorded lost and the attempt ends as ``job.requeued`` (or
+``job.failed`` once the attempts are spent).
 Every outcome is emitted only if the attempt is still the job's open one: a check and emit with no await.
 """
 
@@ -19,7 +22,16 @@ import structlog
 from engine.blobs import BlobCorrupted
 from events import EventBody, JobFailed, JobProgressed, JobStarted, JobSucceeded
 
-from .agent_port import AgentError, AgentJobUnknown, AgentNotFinished, AgentResult, AgentUnreachable, JobSubmission
+from .agent_port import (
+    EVAL_NEEDED,
+    AgentError,
+    AgentEvalRefused,
+    AgentJobUnknown,
+    AgentNotFinished,
+    AgentResult,
+    AgentUnreachable,
+    JobSubmission,
+)
 from .dispatch_context import DispatchContext
 from .fleet_policy import attempt_lost
 from .pod_effects import lose_pod, pod_dead
@@ -123,6 +135,9 @@ async def run_attempt(ctx: DispatchContext, job_id: str) -> None:
             unreachable_since, backoff = None, 0.05
             ctx.last_ok[pod_id] = ctx.now()
             for ev in page.events:
+                if ev.kind == EVAL_NEEDED:
+                    await _send_eval(ctx, url, token, job_id, job.family)
+                    continue
                 if ev.kind != "progress":
                     continue
                 body = JobProgressed(
@@ -172,6 +187,20 @@ async def run_attempt(ctx: DispatchContext, job_id: str) -> None:
             await lose_pod(ctx, pod_id, f"agent refused the job: {exc}"[:300])
             await end_attempt_lost(ctx, job_id, key, f"pod {pod_id} unusable: {exc}"[:300])
             return
+
+
+async def _send_eval(ctx: DispatchContext, url: str, token: str, job_id: str, family: str) -> None:
+    """Deliver the hidden eval package the job asked for (an agent no longer waiting for it says so)."""
+    if ctx.ports.eval_packages is None:
+        log.warning("job.eval_unavailable", job_id=job_id, detail="no eval package source: its scoring will fail")
+        return
+    package = await ctx.ports.eval_packages(family)
+    try:
+        await ctx.ports.agent.send_eval(url, token, job_id, package)
+    except AgentEvalRefused as exc:  # delivered before a controller restart, or the job has moved on
+        log.info("job.eval_refused", job_id=job_id, detail=str(exc))
+        return
+    log.info("job.eval_sent", job_id=job_id, family=family, bytes=len(package))
 
 
 async def _cancel_quietly(ctx: DispatchContext, url: str, token: str, job_id: str) -> None:

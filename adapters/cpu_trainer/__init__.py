@@ -14,8 +14,10 @@ The pieces, usable on their own (the benchmark uses them directly):
   a clipped importance-sampling update, optional KL to the base, a collapse guard);
 - :func:`grpo_update` / :func:`group_advantages`: the update itself.
 
-Agent-written env code runs in the calling process: call this only from a pod agent (a sandboxed
-process), never from the engine.
+:class:`CpuTrainer` runs the agent's env code only in a confined child process (``_confine``, ``_child``,
+``_supervise``: the probe's bubblewrap sandbox where available, sealed from the installation key) and scores
+in its own process, which never imports the env. :func:`train` itself runs env code in the calling process:
+only the child (and tests with trusted fixture envs) call it directly.
 """
 
 from __future__ import annotations

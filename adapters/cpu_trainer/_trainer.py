@@ -2,37 +2,45 @@
 
 ``await CpuTrainer().run(JobBundle(job_id, family, root), progress)`` reads ``root/job.toml`` (and
 ``root/task_spec.json`` when present: its time budget and eval sampling), loads the tiny checkpoint the
-job's ``model`` stands for, scores it on the family's hidden eval (``pre``), loads the agent's env package
-from ``root/<[env].path>`` with real verifiers, trains with :func:`._loop.train`, and scores again
-(``post``). Scores come from the tiny helper's in-process scorer (200 hidden tasks, sampled at the
-eval temperature, seeded), never from the agent's rubric: the hidden eval is the judge.
+job's ``model`` stands for and scores it on the family's hidden eval (``pre``). Training runs in a
+**separate child process** (:mod:`._supervise`, :mod:`._child`): confined like the validation probe
+(bubblewrap where available, :mod:`._confine`), sealed from the installation key, it loads the agent's env
+package (a copy of ``root/<[env].path>``, which must lie inside the bundle) with real verifiers, trains
+with :func:`._loop.train` and writes the trained weights (safetensors) and its step records. When it ends
+or its deadline passes, all of it is killed; only then does this process load the base checkpoint plus
+those weights and score again (``post``). This process never imports the agent's env, so nothing the env
+does can touch the scorer. Scores come from the tiny helper's in-process scorer (200 hidden tasks, sampled
+at the eval temperature, seeded), never from the agent's rubric: the hidden eval is the judge.
 
 Failures are classified as the port says: a job.toml or model that cannot be used is ``config_error``; an
-env that does not load, or whose rollouts mostly fail, is ``env_crash``; a bug here is ``trainer_crash``;
-a broken scorer is ``scoring_error``. Agent code runs in this process: only a pod agent (a sandboxed
-process) may call this, never the engine.
+env that does not load, or whose rollouts mostly fail, or that kills its process, is ``env_crash``; a bug
+here is ``trainer_crash``; training past its deadline is ``timeout``; a broken scorer is
+``scoring_error``. Every result states the isolation the training ran under (``JobResult.isolation``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
-import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import msgspec
 import structlog
 import torch
 
-from adapters.inproc import EnvLoadError, load_env
+from adapters.probe import detect_isolation
+from adapters.probe._isolation import Mode
 from families.spec import TaskSpec, validate_spec
 from handlers.inner_port import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
 from handlers.job_config import JobConfigError, load_job_config
 
-from ._loop import EnvFailure, StepRecord, TrainReport, train
+from ._confine import ChildLimits, make_root
+from ._loop import StepRecord, TrainReport
 from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
+from ._supervise import ChildOutcome, TrainingFailed, train_in_child
 
 __all__ = ["CpuTrainer", "make_trainer"]
 
@@ -40,10 +48,12 @@ log = structlog.get_logger(__name__)
 
 
 class _Failed(Exception):
-    def __init__(self, reason: FailureReason, detail: str) -> None:
+    def __init__(self, reason: FailureReason, detail: str, *, isolation: str = "", log_tail: str = "") -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.isolation = isolation
+        self.log_tail = log_tail
 
 
 class CpuTrainer:
@@ -62,6 +72,10 @@ class CpuTrainer:
         eval_limit: int | None = None,
         eval_seed: int = 0,
         eval_temperature: float | None = None,
+        isolation: Mode | Literal["auto"] = "auto",
+        work_root: Path | None = None,
+        kill_grace_s: float = 120.0,
+        limits: ChildLimits | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
     ) -> None:
@@ -73,6 +87,10 @@ class CpuTrainer:
         self.eval_limit = eval_limit  # None: the whole hidden set
         self.eval_seed = eval_seed
         self.eval_temperature = eval_temperature  # None: the task spec's (else the scorer's default)
+        self.isolation = isolation  # the strongest to try for the training child ("auto": the strongest there is)
+        self.work_root = work_root  # None: a temporary directory per job, removed after it; else kept there
+        self.kill_grace_s = kill_grace_s  # past the training deadline: the step in flight, saving the weights
+        self.limits = limits
         # Caps on the job's own values, for smoke runs (tests, a first try on a slow laptop); None: the job's.
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -86,7 +104,13 @@ class CpuTrainer:
             log.warning("cpu_trainer.job_failed", job=job.job_id, reason=failed.reason, detail=failed.detail)
             timings["total"] = time.monotonic() - started
             return JobResult(
-                job_id=job.job_id, ok=False, failure=failed.reason, detail=failed.detail, timings=_rounded(timings)
+                job_id=job.job_id,
+                ok=False,
+                failure=failed.reason,
+                detail=failed.detail,
+                timings=_rounded(timings),
+                log_tail=failed.log_tail,
+                isolation=failed.isolation,
             )
 
     async def _run(
@@ -121,13 +145,11 @@ class CpuTrainer:
             ckpt = load_checkpoint(settings.model)
         except (FileNotFoundError, KeyError) as exc:
             raise _Failed("config_error", f"job.toml: [prime_rl].model = {settings.model!r}: {exc}") from exc
+        assert ckpt.path is not None  # loaded from a directory
+        env_src = (root / config.env.path).resolve()
+        if not env_src.is_relative_to(root.resolve()):  # job.toml is agent-written: stay in the bundle
+            raise _Failed("config_error", f"job.toml: [env].path = {config.env.path!r}: outside the job bundle")
         env_config: dict[str, Any] = {"num_tasks": config.env.num_tasks} if config.env.num_tasks else {}
-        try:
-            env = load_env(
-                config.env.id, path=root / config.env.path, config=env_config, defaults={"family": job.family}
-            )
-        except EnvLoadError as exc:
-            raise _Failed("env_crash", str(exc)) from exc
         timings["setup"] = time.monotonic() - phase
 
         await progress(Progress(phase="pre_score", message=f"scoring {ckpt.name} on the {job.family} hidden eval"))
@@ -152,20 +174,37 @@ class CpuTrainer:
                 )
             )
 
+        work = make_root(self.work_root)
         try:
-            report = await train(ckpt, env, settings, on_step=on_step, deadline=deadline)
-        except EnvFailure as exc:
-            raise _Failed("env_crash", str(exc)) from exc
-        except EnvLoadError as exc:
-            raise _Failed("env_crash", str(exc)) from exc
-        except Exception as exc:
-            raise _Failed("trainer_crash", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}") from exc
-        timings["rollouts"] = report.rollout_seconds
-        timings["learning"] = report.learn_seconds
+            try:
+                trained = await train_in_child(
+                    plan=detect_isolation(self.isolation),
+                    root=work,
+                    env_src=env_src,
+                    checkpoint=ckpt.path,
+                    env_id=config.env.id,
+                    env_config=env_config,
+                    family=job.family,
+                    settings=settings,
+                    deadline_at=deadline,
+                    kill_grace_s=self.kill_grace_s,
+                    limits=self.limits,
+                    on_step=on_step,
+                )
+            except TrainingFailed as exc:
+                raise _Failed(exc.reason, exc.detail, isolation=exc.isolation, log_tail=exc.log_tail) from None
+            report = trained.report
+            timings["train_setup"] = max(0.0, trained.wall_seconds - report.rollout_seconds - report.learn_seconds)
+            timings["rollouts"] = report.rollout_seconds
+            timings["learning"] = report.learn_seconds
 
-        await progress(Progress(phase="post_score", message=f"scoring the trained model ({report.stop_reason})"))
-        phase = time.monotonic()
-        post = await self._score(ckpt, job.family, temperature)
+            await progress(Progress(phase="post_score", message=f"scoring the trained model ({report.stop_reason})"))
+            phase = time.monotonic()
+            tuned = await self._load_trained(ckpt.path, trained)
+            post = await self._score(tuned, job.family, temperature, isolation=trained.isolation)
+        finally:
+            if self.work_root is None:
+                await asyncio.to_thread(shutil.rmtree, work, True)
         timings["post_score"] = time.monotonic() - phase
         timings["total"] = time.monotonic() - started
         await progress(Progress(phase="post_score", reward=post.score, message=f"post {post.score:.3f}"))
@@ -174,16 +213,42 @@ class CpuTrainer:
             ok=True,
             pre=pre.score,
             post=post.score,
-            detail=_detail(settings, report),
+            detail=_detail(settings, report, trained),
             train_seconds=report.rollout_seconds + report.learn_seconds,
             timings=_rounded(timings),
             metrics=_metrics(settings, report),
             log_tail="\n".join(_step_line(s) for s in report.steps[-20:]),
             sampling=f"T={post.temperature:g}, top_p={post.top_p:g}, n={post.n}, seed={post.seed}, "
             f"max_turns={post.max_turns}, max_tokens={post.max_tokens}",
+            isolation=trained.isolation,
         )
 
-    async def _score(self, ckpt: Any, family: str, temperature: float) -> Any:
+    async def _load_trained(self, base: Path, trained: ChildOutcome) -> Any:
+        """A fresh copy of the base checkpoint with the child's weights: a safetensors file, read as data."""
+        from safetensors.torch import load_model
+
+        from adapters.tiny.model import load_checkpoint
+
+        def load() -> Any:
+            limit = 4 * (base / "model.safetensors").stat().st_size + (1 << 20)
+            size = trained.weights.stat().st_size
+            if size > limit:
+                raise ValueError(f"{size} bytes, more than a checkpoint of this model can be")
+            ckpt = load_checkpoint(base)
+            load_model(ckpt.model, str(trained.weights), strict=True)
+            ckpt.model.train(False)
+            return ckpt
+
+        try:
+            return await asyncio.to_thread(load)
+        except Exception as exc:
+            raise _Failed(
+                "trainer_crash",
+                f"the trained weights cannot be loaded: {type(exc).__name__}: {exc}",
+                isolation=trained.isolation,
+            ) from exc
+
+    async def _score(self, ckpt: Any, family: str, temperature: float, *, isolation: str = "") -> Any:
         from adapters.tiny.scorer import score_hidden
 
         try:
@@ -191,7 +256,9 @@ class CpuTrainer:
                 score_hidden, ckpt, family, temperature=temperature, seed=self.eval_seed, limit=self.eval_limit
             )
         except Exception as exc:
-            raise _Failed("scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}") from exc
+            raise _Failed(
+                "scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}", isolation=isolation
+            ) from exc
 
 
 def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:
@@ -245,9 +312,10 @@ def _metrics(settings: CpuTrainSettings, report: TrainReport) -> dict[str, float
     }
 
 
-def _detail(settings: CpuTrainSettings, report: TrainReport) -> str:
+def _detail(settings: CpuTrainSettings, report: TrainReport, trained: ChildOutcome) -> str:
     lines = [f"stopped: {report.stop_reason} after {len(report.steps)} of {settings.max_steps} steps"]
     lines += settings.notes
+    lines.append(f"training isolation: {trained.isolation}" + (f" ({trained.note})" if trained.note else ""))
     return "; ".join(lines)
 
 
@@ -268,9 +336,13 @@ _OPTIONS: dict[str, type] = {
     "eval_limit": int,
     "eval_seed": int,
     "eval_temperature": float,
+    "isolation": str,
+    "work_root": Path,
+    "kill_grace_s": float,
     "max_steps": int,
     "batch_size": int,
 }
+_ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 
 def make_trainer(options: Mapping[str, str]) -> CpuTrainer:
@@ -284,4 +356,8 @@ def make_trainer(options: Mapping[str, str]) -> CpuTrainer:
             kwargs[key] = _OPTIONS[key](value)
         except ValueError:
             raise ValueError(f"cpu trainer: option {key}={value!r} is not a {_OPTIONS[key].__name__}") from None
+    if kwargs.get("isolation", "auto") not in _ISOLATIONS:
+        raise ValueError(f"cpu trainer: isolation={kwargs['isolation']!r}; expected one of {_ISOLATIONS}")
+    if "isolation" in kwargs:
+        kwargs["isolation"] = cast(Mode, kwargs["isolation"])
     return CpuTrainer(**kwargs)

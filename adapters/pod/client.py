@@ -8,6 +8,7 @@ travels only in the ``Authorization`` header and is never logged or put in an er
 
 from __future__ import annotations
 
+import hashlib
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ from handlers.agent_port import (
     AgentAuthError,
     AgentBusy,
     AgentError,
+    AgentEvalRefused,
     AgentEventsPage,
     AgentHealth,
     AgentJobConflict,
@@ -96,6 +98,8 @@ class HttpPodAgent:
                 raise AgentBusy(what)
             if body.error == "not_finished":
                 raise AgentNotFinished(what)
+            if body.error == "eval_refused":
+                raise AgentEvalRefused(what)
             raise AgentJobConflict(what)
         if resp.status_code >= 500 or resp.status_code == 429:
             raise AgentUnreachable(what)
@@ -133,6 +137,11 @@ class HttpPodAgent:
 
     async def cancel(self, url: str, token: str, job_id: str) -> AgentJobStatus:
         return await self._call("POST", url, token, f"/jobs/{job_id}/cancel", AgentJobStatus)
+
+    async def send_eval(self, url: str, token: str, job_id: str, package: bytes) -> AgentJobStatus:
+        params = {"sha256": hashlib.sha256(package).hexdigest()}
+        path = f"/jobs/{job_id}/eval"
+        return await self._call("POST", url, token, path, AgentJobStatus, params=params, content=package)
 
 
 def _decode_error(content: bytes) -> _ErrorBody:

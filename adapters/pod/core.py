@@ -6,6 +6,13 @@ job keeps an append-only event stream (``seq`` from 1) that a reader pages throu
 long-polls at its end, so a controller that reconnects misses nothing. Every run is appended to
 ``<workdir>/runs.jsonl`` (the agent's own journal: what started, when).
 
+Scoring data arrive last. A trainer that scores on a hidden eval package (``use_eval_source``, e.g. the
+prime-rl runner) is given :meth:`AgentCore.await_eval`: once its training processes have exited it asks,
+the stream gets an ``eval_needed`` event, and the controller sends the package it built under the engine's
+key (:meth:`AgentCore.provide_eval`, accepted only while the job waits for it). The package is unpacked
+into a fresh ``<workdir>/jobs/<id>/eval/`` (mode 0700) that exists only from then on: nothing of the
+training phase is left to read it, and the pod never builds a hidden set from a key of its own.
+
 The HTTP service (:mod:`.server`) and the in-process agent (:mod:`.inproc`) both wrap this class.
 """
 
@@ -15,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import shutil
 import time
 import traceback
 from collections import deque
@@ -24,8 +32,10 @@ from pathlib import Path
 import msgspec
 
 from handlers.agent_port import (
+    EVAL_NEEDED,
     AgentBusy,
     AgentError,
+    AgentEvalRefused,
     AgentEvent,
     AgentEventsPage,
     AgentHealth,
@@ -45,6 +55,7 @@ AGENT_VERSION = "1"
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _LOG_LINES = 2000
 _MAX_WAIT_S = 60.0  # a long poll never outlasts a proxy's request timeout (Runpod's is 100 s)
+EVAL_WAIT_S = 900.0  # how long a job's scoring waits for the controller's eval package
 
 
 class BadSubmission(AgentError):
@@ -66,6 +77,8 @@ class _Job:
         self.timings: dict[str, float] = {"queued_at": now}
         self.changed = asyncio.Condition()
         self.task: asyncio.Task[None] | None = None
+        self.eval_waiter: asyncio.Future[Path] | None = None  # set while scoring waits for its package
+        self.eval_sha = ""  # the package received (idempotent re-sends)
 
     def status(self, *, created: bool = False) -> AgentJobStatus:
         return AgentJobStatus(
@@ -80,7 +93,14 @@ class _Job:
 
 
 class AgentCore:
-    def __init__(self, trainer: InnerTrainer, workdir: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        trainer: InnerTrainer,
+        workdir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        eval_wait_s: float = EVAL_WAIT_S,
+    ) -> None:
         self.trainer = trainer
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +108,10 @@ class AgentCore:
         self._jobs: dict[str, _Job] = {}
         self._started = time.monotonic()
         self.last_activity = time.monotonic()
+        self.eval_wait_s = eval_wait_s
+        bind = getattr(trainer, "use_eval_source", None)
+        if callable(bind):  # the trainer scores on a hidden eval package: it comes from the controller
+            bind(self.await_eval)
 
     # -- queries -----------------------------------------------------------------------------------
 
@@ -216,6 +240,65 @@ class AgentCore:
                 job.task.cancel()
         tasks = [j.task for j in self._jobs.values() if j.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the hidden eval, delivered after training -------------------------------------------------------
+
+    async def await_eval(self, bundle: JobBundle) -> Path:
+        """For the trainer, once training has exited: announce ``eval_needed`` and wait for the package."""
+        job = self._job(bundle.job_id)
+        if job.eval_waiter is not None and job.eval_waiter.done():
+            return job.eval_waiter.result()
+        job.eval_waiter = asyncio.get_running_loop().create_future()
+        self._emit(
+            job,
+            AgentEvent(seq=0, ts=0.0, kind=EVAL_NEEDED, phase="score", message=f"{bundle.family} hidden eval package"),
+        )
+        try:
+            async with asyncio.timeout(self.eval_wait_s):
+                return await asyncio.shield(job.eval_waiter)
+        except TimeoutError:
+            waited = f"{self.eval_wait_s:g} s"
+            raise TimeoutError(f"no hidden eval package arrived from the controller in {waited}") from None
+
+    async def provide_eval(self, job_id: str, package: bytes, sha256: str = "") -> AgentJobStatus:
+        """The controller's package for a job whose scoring waits for it (a re-send of the same bytes is a no-op)."""
+        job = self._job(job_id)
+        sha = hashlib.sha256(package).hexdigest()
+        if sha256 and sha256 != sha:
+            raise BadSubmission(f"eval package sha256 is {sha}, the request says {sha256}: bytes damaged")
+        if job.eval_sha:
+            if job.eval_sha != sha:
+                raise AgentJobConflict(f"job {job_id!r} already has another eval package ({job.eval_sha[:12]})")
+            return job.status()
+        if job.eval_waiter is None or job.eval_waiter.done():
+            raise AgentEvalRefused(
+                f"job {job_id!r} is {job.state} and not waiting for its eval package: it is accepted only once "
+                "the job's training has ended"
+            )
+        dest = self.workdir / "jobs" / job_id / "eval"
+        try:
+            root = await asyncio.to_thread(self._unpack_eval, package, dest)
+        except (ValueError, OSError, EOFError) as exc:
+            raise BadSubmission(f"eval package of {job_id!r} cannot be unpacked: {exc}") from None
+        job.eval_sha = sha
+        job.eval_waiter.set_result(root)
+        self._emit(job, AgentEvent(seq=0, ts=0.0, kind="log", phase="score", message=f"eval package {sha[:12]}"))
+        return job.status()
+
+    @staticmethod
+    def _unpack_eval(package: bytes, dest: Path) -> Path:
+        import tarfile
+
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True, mode=0o700)
+        dest.chmod(0o700)  # whatever the umask
+        try:
+            unpack_bundle(package, dest)
+        except tarfile.TarError as exc:
+            raise ValueError(f"not a tar archive: {exc}") from None
+        tops = [p for p in dest.iterdir() if p.is_dir()]
+        return tops[0] if len(tops) == 1 else dest
 
     # -- running -------------------------------------------------------------------------------------
 

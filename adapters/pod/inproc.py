@@ -84,3 +84,6 @@ class InProcessAgents:
 
     async def cancel(self, url: str, token: str, job_id: str) -> AgentJobStatus:
         return await self._core(url, token).cancel(job_id)
+
+    async def send_eval(self, url: str, token: str, job_id: str, package: bytes) -> AgentJobStatus:
+        return await self._core(url, token).provide_eval(job_id, package)

@@ -10,6 +10,8 @@ logged. Endpoints (docs/gpu-runner-spec.md has the full protocol):
 - ``GET  /jobs/{id}/events?cursor=N&wait=S``  events after N, long-polling up to S seconds
 - ``GET  /jobs/{id}/result``              the result document (409 until the job has finished)
 - ``POST /jobs/{id}/cancel``              stop it
+- ``POST /jobs/{id}/eval?sha256=``        body: the hidden eval package tar; accepted only while the job's
+  scoring waits for it (after an ``eval_needed`` event), else 409 ``eval_refused``
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from aiohttp import web
 from handlers.agent_port import (
     AgentBusy,
     AgentError,
+    AgentEvalRefused,
     AgentJobConflict,
     AgentJobUnknown,
     AgentNotFinished,
@@ -77,6 +80,8 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(409, "busy", str(exc))
     except AgentNotFinished as exc:
         return _error(409, "not_finished", str(exc))
+    except AgentEvalRefused as exc:
+        return _error(409, "eval_refused", str(exc))
     except BadSubmission as exc:
         return _error(400, "bad_request", str(exc))
     except AgentError as exc:
@@ -132,6 +137,14 @@ async def _cancel(request: web.Request) -> web.Response:
     return _json(await request.app[_CORE].cancel(request.match_info["job_id"]))
 
 
+async def _eval(request: web.Request) -> web.Response:
+    job_id = request.match_info["job_id"]
+    package = await request.read()
+    status = await request.app[_CORE].provide_eval(job_id, package, request.query.get("sha256", ""))
+    log.info("job.eval_received", job_id=job_id, bytes=len(package))
+    return _json(status)
+
+
 def make_app(core: AgentCore, token: str) -> web.Application:
     if len(token) < 16:
         raise ValueError("the pod agent's bearer token must be at least 16 characters")
@@ -144,6 +157,7 @@ def make_app(core: AgentCore, token: str) -> web.Application:
     app.router.add_get("/jobs/{job_id}/events", _events)
     app.router.add_get("/jobs/{job_id}/result", _result)
     app.router.add_post("/jobs/{job_id}/cancel", _cancel)
+    app.router.add_post("/jobs/{job_id}/eval", _eval)
     return app
 
 

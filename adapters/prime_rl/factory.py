@@ -4,8 +4,13 @@ Options (``--trainer-opt key=value``, all optional): ``root`` (the bootstrap roo
 prime-rl in ``<root>/prime-rl``, the scoring venv in ``<root>/score-venv``), ``work_root`` (default
 ``<root>/jobs``), ``gpus`` (1 or 2; default: the visible GPU count, at most 2), ``score_pre`` (``0``/``1``),
 ``eval_limit`` (score only the first N hidden tasks: benchmarks, never production), ``vllm`` and
-``vf_eval`` (commands). The hidden eval package is built on the pod only when training has ended, into
-the job's scoring directory (``<work_root>/<job_id>/score/hidden``), from the installed ``families``.
+``vf_eval`` (commands), ``eval_from`` (``controller``, the default, or ``local``).
+
+The hidden eval package comes from the controller: the pod agent binds the runner's eval source to its
+``await_eval`` (see ``adapters.pod.core``), so once training has ended the job asks for it and the engine
+sends the package it built under its own installation key. The pod never builds a hidden set: it has no
+key (or another one). ``eval_from=local`` builds it here from the installed ``families`` and this machine's
+key (:func:`hidden_package_source`): only for a machine that *is* the engine's (benchmarks), never a pod.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from handlers.inner_port import JobBundle
 from .bootstrap import BootstrapPaths
 from .runner import EvalSource, PrimeRLRunner, RunnerSettings
 
-__all__ = ["hidden_package_source", "make_trainer", "visible_gpus"]
+__all__ = ["controller_only_source", "hidden_package_source", "make_trainer", "visible_gpus"]
 
 
 def visible_gpus() -> int:
@@ -39,8 +44,16 @@ def visible_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
+async def controller_only_source(job: JobBundle) -> Path:
+    """The default until the pod agent binds its own: a runner outside an agent has no eval package."""
+    raise OSError(
+        f"job {job.job_id}: no hidden eval package source; the pod agent receives it from the controller "
+        "(run under `ait pod-agent`), or set eval_from=local on the engine's own machine"
+    )
+
+
 def hidden_package_source(work_root: Path) -> EvalSource:
-    """Build the family's hidden eval package for a job, at the moment the runner asks (after training)."""
+    """Build the family's hidden eval package here (this machine's key!), when the runner asks (after training)."""
 
     async def source(job: JobBundle) -> Path:
         from families.eval_env import build_eval_package
@@ -72,4 +85,8 @@ def make_trainer(options: Mapping[str, str]) -> PrimeRLRunner:
     vllm = shlex.split(options.get("vllm", f"{paths.prime_rl}/.venv/bin/vllm"))
     vf_eval = shlex.split(options.get("vf_eval", f"{paths.scoring_venv}/bin/vf-eval"))
     scorer = VLLMScorer(ScorerSettings(vllm_command=tuple(vllm), vf_eval_command=tuple(vf_eval), env=env))
-    return PrimeRLRunner(settings, scorer=scorer, eval_source=hidden_package_source(work_root))
+    eval_from = options.get("eval_from", "controller")
+    if eval_from not in ("controller", "local"):
+        raise ValueError(f"prime_rl trainer: eval_from={eval_from!r}; expected controller or local")
+    source = hidden_package_source(work_root) if eval_from == "local" else controller_only_source
+    return PrimeRLRunner(settings, scorer=scorer, eval_source=source)

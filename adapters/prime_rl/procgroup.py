@@ -4,8 +4,16 @@ prime-rl's launcher starts vLLM, env servers, the orchestrator and torchrun work
 engine processes. Killing only the launcher would leave GPU-holding orphans (and, for eval integrity,
 code of the agent's env still running when scoring starts). So every child here is started with
 ``start_new_session=True`` (its pid is its process-group id) and stopped with SIGTERM to the group,
-a grace period, then SIGKILL to the group, until no member is left. A process that calls ``setsid``
-itself escapes its group; the pod's container boundary is the backstop for that (see the docs).
+a grace period, then SIGKILL to the group, until no member is left.
+
+A process that calls ``setsid`` leaves its group. So every child also carries a per-process marker in its
+environment (``AIT_PROC_MARK=<random>``), which its descendants inherit whatever session or group they move
+to; stopping a child also signals every process whose ``/proc/<pid>/environ`` holds that marker. A
+descendant that both leaves the group and re-executes itself with a scrubbed environment escapes that too;
+so a process whose every child is a job's (the pod agent) calls :func:`adopt_orphans` once: it becomes its
+descendants' *subreaper* (``PR_SET_CHILD_SUBREAPER``), so an orphan is re-parented to it instead of to
+init and can never leave its process tree, and stopping or reaping a child then also kills every process
+in that tree outside the children still running (see docs/eval-integrity.md).
 
 Output goes to a log file, never to a pipe: a child that writes a lot can then never block on a full
 pipe, and the file is what the runner tails for progress and failure classification.
@@ -16,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +33,18 @@ from pathlib import Path
 import msgspec
 import structlog
 
-__all__ = ["GroupProcess", "ProcResult", "group_alive", "kill_group", "run_to_end", "tail_text"]
+__all__ = [
+    "MARK_VAR",
+    "GroupProcess",
+    "ProcResult",
+    "adopt_orphans",
+    "group_alive",
+    "kill_group",
+    "kill_orphans",
+    "marked_pids",
+    "run_to_end",
+    "tail_text",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +57,7 @@ class ProcResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _PROC = Path("/proc")
+MARK_VAR = "AIT_PROC_MARK"
 
 
 def _live_members_from_proc(pgid: int) -> list[int] | None:
@@ -62,8 +83,31 @@ def _live_members_from_proc(pgid: int) -> list[int] | None:
     return members
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process of group ``pgid`` is left."""
+def marked_pids(mark: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``AIT_PROC_MARK=<mark>`` (this one excluded)."""
+    if not mark or not (_PROC / "self" / "stat").exists():
+        return []
+    needle = f"{MARK_VAR}={mark}".encode()
+    me = os.getpid()
+    found = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        if stat[stat.rfind(")") + 2 :].split()[:1] != ["Z"]:
+            found.append(int(entry.name))
+    return found
+
+
+def group_alive(pgid: int, mark: str = "") -> bool:
+    """Whether any non-zombie process of group ``pgid`` (or carrying ``mark``) is left."""
+    if marked_pids(mark):
+        return True
     members = _live_members_from_proc(pgid)
     if members is not None:
         return bool(members)
@@ -74,28 +118,111 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def _signal_group(pgid: int, sig: signal.Signals, mark: str = "") -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+    for pid in marked_pids(mark):  # descendants that left the group (setsid) but kept the environment
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
-async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05) -> bool:
-    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL until it is gone. True if SIGKILL was needed."""
-    if not group_alive(pgid):
+async def kill_group(pgid: int, *, grace_s: float, poll_s: float = 0.05, mark: str = "") -> bool:
+    """SIGTERM the group, wait up to ``grace_s``, then SIGKILL until it is gone. True if SIGKILL was needed.
+
+    With ``mark``, processes carrying that marker count as members wherever their session or group is.
+    """
+    if not group_alive(pgid, mark):
         return False
-    _signal_group(pgid, signal.SIGTERM)
+    _signal_group(pgid, signal.SIGTERM, mark)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not group_alive(pgid):
+        if not group_alive(pgid, mark):
             return False
         await asyncio.sleep(poll_s)
     log.warning("procgroup.sigkill", pgid=pgid, grace_s=grace_s)
     for _ in range(200):  # SIGKILL cannot be ignored; members vanish once their parents reap them
-        _signal_group(pgid, signal.SIGKILL)
-        if not group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL, mark)
+        if not group_alive(pgid, mark):
             break
         await asyncio.sleep(poll_s)
     return True
+
+
+_ADOPTING = False
+_LEADERS: set[int] = set()  # pids of the GroupProcess leaders still running (their trees are not orphans)
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants (Linux); False where the kernel refuses.
+
+    Only for a process whose every child belongs to the job it runs (the pod agent): from then on
+    :func:`kill_orphans` kills whatever descendant is not one of the running children's trees.
+    """
+    global _ADOPTING
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        ok = False
+    _ADOPTING = _ADOPTING or ok
+    return ok
+
+
+def _parents() -> dict[int, tuple[int, bool]]:
+    """pid -> (parent pid, is a zombie), from /proc."""
+    out: dict[int, tuple[int, bool]] = {}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 2:
+            out[int(entry.name)] = (int(fields[1]), fields[0] == "Z")
+    return out
+
+
+def kill_orphans() -> list[int]:
+    """With :func:`adopt_orphans` on: SIGKILL every descendant outside the running leaders' trees, reap them.
+
+    Such a process was started by a job's process and outlived it (its parent is gone, so it was re-parented
+    here), whatever session, group or environment it gave itself. Returns the pids killed.
+    """
+    if not _ADOPTING or not (_PROC / "self" / "stat").exists():
+        return []
+    me = os.getpid()
+    killed: list[int] = []
+    for _ in range(50):
+        parents = _parents()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _zombie) in parents.items():
+            children.setdefault(ppid, []).append(pid)
+        stack = [p for p in children.get(me, []) if p not in _LEADERS]
+        tree: list[int] = []
+        while stack:
+            pid = stack.pop()
+            tree.append(pid)
+            stack.extend(children.get(pid, []))
+        live = [p for p in tree if not parents[p][1]]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children.get(me, []):  # adopted orphans are this process's children: reap them
+            if pid not in _LEADERS:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        if not live:
+            break
+        killed += live
+        time.sleep(0.02)
+    if killed:
+        log.warning("procgroup.orphans_killed", pids=sorted(set(killed)))
+    return sorted(set(killed))
 
 
 def tail_text(path: Path | str, max_bytes: int = 16_000) -> str:
@@ -115,10 +242,11 @@ def tail_text(path: Path | str, max_bytes: int = 16_000) -> str:
 class GroupProcess:
     """One child process leading its own process group, with its output in ``log_path``."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path, started: float) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path, started: float, mark: str = "") -> None:
         self._proc = proc
         self.log_path = log_path
         self.started = started
+        self.mark = mark  # the AIT_PROC_MARK value every descendant inherits
 
     @property
     def pid(self) -> int:
@@ -143,12 +271,13 @@ class GroupProcess:
     ) -> GroupProcess:
         path = Path(log_path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        mark = secrets.token_hex(12)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:  # the child keeps its own copy of the descriptor
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=str(cwd),
-                env=dict(env),
+                env={**env, MARK_VAR: mark},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=fd,
                 stderr=asyncio.subprocess.STDOUT,
@@ -157,7 +286,8 @@ class GroupProcess:
         finally:
             os.close(fd)
         log.info("procgroup.started", argv0=argv[0], pid=proc.pid, log=str(path))
-        return cls(proc, path, time.monotonic())
+        _LEADERS.add(proc.pid)
+        return cls(proc, path, time.monotonic(), mark)
 
     async def wait(self, within_s: float | None = None) -> int | None:
         """The exit code, or None if still running after ``within_s`` seconds.
@@ -167,21 +297,28 @@ class GroupProcess:
         if within_s is not None:
             within_s = max(within_s, 0.02)
         try:
-            return await asyncio.wait_for(self._proc.wait(), within_s)
+            code = await asyncio.wait_for(self._proc.wait(), within_s)
         except TimeoutError:
             return None
+        _LEADERS.discard(self._proc.pid)
+        return code
 
     async def stop(self, *, grace_s: float) -> int:
         """Terminate the whole group (see :func:`kill_group`) and reap the leader; returns its exit code."""
-        await kill_group(self.pgid, grace_s=grace_s)
-        return await self._proc.wait()
+        await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
+        code = await self._proc.wait()
+        _LEADERS.discard(self._proc.pid)
+        kill_orphans()
+        return code
 
     async def reap_stragglers(self, *, grace_s: float) -> bool:
         """After the leader exited on its own: end any member it left behind. True if there were any."""
-        if not group_alive(self.pgid):
-            return False
+        orphans = kill_orphans()
+        if not group_alive(self.pgid, self.mark):
+            return bool(orphans)
         log.warning("procgroup.stragglers", pgid=self.pgid)
-        await kill_group(self.pgid, grace_s=grace_s)
+        await kill_group(self.pgid, grace_s=grace_s, mark=self.mark)
+        kill_orphans()
         return True
 
 

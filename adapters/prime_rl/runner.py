@@ -13,8 +13,10 @@ Phases, each in its own processes, with nothing of one phase left running when t
    deadline the whole group gets SIGTERM, then SIGKILL; a run whose every rollout errors for several
    steps is stopped as an ``env_crash``; failures are classified from exit code and logs (:mod:`.classify`).
 5. **score** (only after every training process has exited): the hidden eval package is requested only
-   now (``eval_source``), the base and the trained model are each served with vLLM and scored by the
-   :class:`adapters.vllm.HiddenScorer` in separate processes where the agent's env is not importable.
+   now (``eval_source``; under the pod agent, :meth:`PrimeRLRunner.use_eval_source` makes it the agent's
+   ``await_eval``: the controller sends the package it built under the engine's key), the base and the
+   trained model are each served with vLLM and scored by the :class:`adapters.vllm.HiddenScorer` in
+   separate processes where the agent's env is not importable.
 
 Child processes get a filtered environment: no variable whose name looks like a secret reaches the
 agent's env code (it runs inside the env servers of step 4). Every executable is a configurable command
@@ -155,6 +157,10 @@ class PrimeRLRunner:
         self.settings = settings
         self.scorer = scorer
         self.eval_source = eval_source
+
+    def use_eval_source(self, source: EvalSource) -> None:
+        """Where the hidden eval package comes from (the pod agent binds its controller-fed source here)."""
+        self.eval_source = source
 
     # -- the port ---------------------------------------------------------------------------------
 

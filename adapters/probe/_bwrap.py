@@ -6,6 +6,10 @@ and the venv, the trusted driver and the copy of the workspace. Writable: a size
 directories, not the installation key, not the real workspace. Project packages that an install placed
 inside the venv are covered by an empty tmpfs. New network, pid, ipc and uts namespaces; the environment is
 cleared and rebuilt from the given variables only.
+
+:func:`confined_base` is that common part (namespaces, environment, system directories, Python, scratch
+``/tmp``); the probe adds its driver and workspace copy (:func:`bwrap_command`), and the CPU trainer's
+training child adds what training needs (``adapters.cpu_trainer._confine``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from pathlib import Path
 from ._isolation import IsolationPlan
 from ._limits import ProbeLimits
 
-__all__ = ["DRIVER", "INSIDE", "PROJECT_PACKAGES", "bwrap_command", "python_trees", "traversable"]
+__all__ = [
+    "DRIVER",
+    "INSIDE",
+    "PROJECT_PACKAGES",
+    "BwrapArgs",
+    "bwrap_command",
+    "confined_base",
+    "python_trees",
+    "traversable",
+]
 
 DRIVER = Path(__file__).with_name("sandbox_driver.py")
 PROJECT_PACKAGES = ("families", "handlers", "engine", "events", "adapters")
@@ -27,7 +40,7 @@ INSIDE = Path("/sandbox")  # where the sandbox directory appears under bubblewra
 _ETC = ("ld.so.cache", "localtime", "nsswitch.conf", "passwd", "group", "hosts", "ssl", "ca-certificates")
 
 
-class _BwrapArgs:
+class BwrapArgs:
     """Builds a bubblewrap command line; parent directories are created world-traversable (0755)."""
 
     def __init__(self) -> None:
@@ -91,15 +104,16 @@ def _project_masks(trees: list[Path]) -> list[Path]:
     return masks
 
 
-def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, str], limits: ProbeLimits) -> list[str]:
-    b = _BwrapArgs()
+def confined_base(python: Path, env: dict[str, str], tmpfs_bytes: int) -> BwrapArgs:
+    """Namespaces, a cleared environment, the system directories, Python and the venv, /proc, /dev, /tmp."""
+    b = BwrapArgs()
     b.args += ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     b.args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in sorted(env.items()):
         b.args += ["--setenv", key, value]
     # The scratch /tmp goes first: the venv (or a clone of the project) may itself live under /tmp, and a
     # tmpfs mounted after its bind would hide it.
-    b.tmpfs(Path("/tmp"), limits.tmpfs_bytes, "01777")
+    b.tmpfs(Path("/tmp"), tmpfs_bytes, "01777")
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/", top)
         if path.is_symlink():
@@ -114,6 +128,11 @@ def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, 
     for mask in _project_masks(trees):
         b.args += ["--tmpfs", str(mask)]
     b.args += ["--proc", "/proc", "--dev", "/dev"]
+    return b
+
+
+def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, str], limits: ProbeLimits) -> list[str]:
+    b = confined_base(python, env, limits.tmpfs_bytes)
     b.bind(root / "ws", INSIDE / "ws")
     b.bind(DRIVER, INSIDE / "driver.py")
     b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")

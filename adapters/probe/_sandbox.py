@@ -32,7 +32,7 @@ from ._bwrap import DRIVER, INSIDE, PROJECT_PACKAGES, bwrap_command, python_tree
 from ._isolation import IsolationPlan, unshare_flags
 from ._limits import ProbeLimits
 
-__all__ = ["ChildFailure", "Sandbox"]
+__all__ = ["ChildFailure", "Sandbox", "child_env", "copy_regular_files", "fresh_uid", "processes_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +56,7 @@ def _uid_in_use(uid: int) -> bool:
     return False
 
 
-def _fresh_uid() -> int:
+def fresh_uid() -> int:
     """An unprivileged uid no process uses now; spread by engine pid so two engines rarely collide."""
     base = _UID_BASE + (os.getpid() % 997) * 4
     for _ in range(64):
@@ -66,7 +66,7 @@ def _fresh_uid() -> int:
     return base
 
 
-def _processes_of(uid: int) -> list[int]:
+def processes_of(uid: int) -> list[int]:
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -76,7 +76,7 @@ def _processes_of(uid: int) -> list[int]:
     return pids
 
 
-def _copy_workspace(src: Path, dst: Path) -> None:
+def copy_regular_files(src: Path, dst: Path) -> None:
     """Regular files only (no symlinks, devices or fifos), bounded in count and bytes."""
     total = count = 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
@@ -94,7 +94,7 @@ def _copy_workspace(src: Path, dst: Path) -> None:
             shutil.copyfile(path, dst / rel / name)
 
 
-def _child_env(home: str, tmp: str, python: Path) -> dict[str, str]:
+def child_env(home: str, tmp: str, python: Path) -> dict[str, str]:
     """Built from nothing: no variable of the engine's environment is passed on."""
     return {
         "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin",
@@ -143,7 +143,7 @@ class Sandbox:
             if blocked:
                 switch = False
                 self.uid_note = f"child stays root (RLIMIT_NPROC not enforced): {blocked[0]} is private to root"
-        self.uid: int | None = _fresh_uid() if switch else None
+        self.uid: int | None = fresh_uid() if switch else None
         self.nproc = limits.nproc
         self.root = Path(tempfile.mkdtemp(prefix="ait-probe-"))
         self._proc: asyncio.subprocess.Process | None = None
@@ -159,9 +159,9 @@ class Sandbox:
 
     def _prepare(self) -> tuple[list[str], dict[str, str], str]:
         ws = self.root / "ws"
-        _copy_workspace(self.workspace, ws)
+        copy_regular_files(self.workspace, ws)
         if self.plan.mode == "bwrap":
-            env = _child_env(str(INSIDE / "home"), "/tmp", self.python)
+            env = child_env(str(INSIDE / "home"), "/tmp", self.python)
             return bwrap_command(self.plan, self.root, self.python, env, self.limits), {"PATH": "/usr/bin:/bin"}, "/"
         home, tmp = self.root / "home", self.root / "tmp"
         home.mkdir()
@@ -173,11 +173,11 @@ class Sandbox:
                 path.chmod(0o700)
         else:
             # Not root: RLIMIT_NPROC counts every process of this user, so leave room above today's count.
-            self.nproc = len(_processes_of(os.getuid())) + self.limits.nproc
+            self.nproc = len(processes_of(os.getuid())) + self.limits.nproc
         cmd = [str(self.python), "-I", "-B", str(DRIVER)]
         if self.plan.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *unshare_flags(), "--", *cmd]
-        return cmd, _child_env(str(home), str(tmp), self.python), str(home)
+        return cmd, child_env(str(home), str(tmp), self.python), str(home)
 
     async def start(self) -> None:
         """Launch the child; :meth:`wait_ready` collects its answer (verifiers imported)."""
@@ -287,7 +287,7 @@ class Sandbox:
                 await asyncio.wait_for(proc.wait(), 10)
         if self.uid is not None and self.plan.mode == "none":
             # No pid namespace to take the stragglers down: kill what still runs as the sandbox uid.
-            for pid in _processes_of(self.uid):
+            for pid in processes_of(self.uid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
 

@@ -2,8 +2,12 @@
 
 The sandboxed child sends back every task's prompt and answer; the comparison with the family's hidden eval
 happens here, in the engine process, so the hidden set never enters the sandbox. A task matches a hidden
-item when its fingerprint (``families.fingerprint``: prompt and answer) equals one, or when its prompt equals
-a hidden prompt after normalisation (case and whitespace): a hidden prompt with any answer is a leak.
+item when its fingerprint (``families.fingerprint``: prompt and answer) equals one, or when its prompt and
+answer equal a hidden item's after normalisation (case and whitespace). Where a family's prompt identifies
+its task (calc_chain, string_pipeline, ledger), the prompt alone is enough: a hidden prompt with any answer
+is a leak (an env can reward its own solver's answer). Where it does not (``prompt_is_template``: multi_hop,
+dispatch, triage, whose answers live in the world the tools serve), honest train prompts equal hidden ones
+verbatim, so only prompt *and* answer together count.
 Near duplicates (a lightly edited hidden item with its answer) are caught by :mod:`._contamination`; the
 check's detail then states the overlap figure. The hidden set depends on the installation key, so every
 cache here is keyed by (family, key fingerprint).
@@ -20,7 +24,7 @@ from families._key import key_fingerprint
 
 from ._contamination import NEAR_JACCARD, HiddenShingles, near_duplicates
 
-__all__ = ["hidden_index", "hidden_shingles", "judge_tasks", "normalise_prompt"]
+__all__ = ["hidden_index", "hidden_shingles", "judge_tasks", "match_key", "normalise_prompt"]
 
 
 def normalise_prompt(text: str) -> str:
@@ -28,15 +32,30 @@ def normalise_prompt(text: str) -> str:
 
 
 def hidden_index(family_name: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(fingerprints, normalised prompts) of the family's hidden eval set under the current key."""
+    """(fingerprints, normalised match keys) of the family's hidden eval set under the current key.
+
+    A match key is the normalised prompt, or for a family whose prompts are templates the normalised prompt
+    and answer (see :func:`match_key`).
+    """
     return _hidden_index(family_name, key_fingerprint())
+
+
+def match_key(family_name: str, prompt: str, answer: str | None) -> str:
+    """What two tasks must share to count as the same item, beyond the exact fingerprint."""
+    return _key(families.get_family(family_name).prompt_is_template, prompt, answer)
+
+
+def _key(template: bool, prompt: str, answer: str | None) -> str:
+    if not template:
+        return normalise_prompt(prompt)
+    return normalise_prompt(prompt) + "\x00" + ("" if answer is None else normalise_prompt(answer))
 
 
 @functools.cache
 def _hidden_index(family_name: str, fingerprint: str) -> tuple[frozenset[str], frozenset[str]]:
     family = families.get_family(family_name)
-    prompts = frozenset(normalise_prompt(t.prompt) for t in families.hidden_tasks(family))
-    return families.hidden_fingerprints(family), prompts
+    keys = frozenset(match_key(family_name, t.prompt, t.answer) for t in families.hidden_tasks(family))
+    return families.hidden_fingerprints(family), keys
 
 
 def hidden_shingles(family_name: str) -> HiddenShingles:
@@ -61,12 +80,13 @@ def _short(text: str, n: int = 80) -> str:
 
 def hidden_matches(family_name: str, items: Sequence[dict[str, Any]]) -> list[int]:
     """Indices of the tasks equal to a hidden eval item."""
-    fps, prompts = hidden_index(family_name)
+    fps, keys = hidden_index(family_name)
+    template = families.get_family(family_name).prompt_is_template
     hits = []
     for i, item in enumerate(items):
         prompt = str(item.get("prompt") or "")
         answer = item.get("answer")
-        if normalise_prompt(prompt) in prompts or (
+        if _key(template, prompt, None if answer is None else str(answer)) in keys or (
             answer is not None and _fingerprint(family_name, prompt, str(answer)) in fps
         ):
             hits.append(i)

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from adapters.pod.core import AgentCore
     from adapters.pod.server import serve
     from adapters.pod.trainers import load_trainer, parse_options
+    from adapters.prime_rl.procgroup import adopt_orphans
 
     try:
         token = _token(args)
@@ -57,10 +58,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"ait pod-agent: {exc}\n")
         return 2
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ait-pod-agent-"))
+    # Every child of this process belongs to the job it runs: no descendant may outlive the job's training
+    # by leaving the process tree (setsid + a scrubbed environment): it is re-parented here and killed.
+    adopted = adopt_orphans()
     core = AgentCore(trainer, workdir)
 
     def announce(url: str) -> None:
-        sys.stdout.write(f"ait pod-agent: listening on {url} (trainer {trainer.name}, workdir {workdir})\n")
+        reaper = "" if adopted else "; not a subreaper: a job's orphaned helpers could outlive it"
+        sys.stdout.write(f"ait pod-agent: listening on {url} (trainer {trainer.name}, workdir {workdir}{reaper})\n")
         sys.stdout.flush()
 
     try:

@@ -20,7 +20,7 @@ from engine.rundir import RunDir
 from engine.runtime import Runtime
 from handlers.agent_port import PodAgent
 from handlers.budget import BudgetGate, BudgetState
-from handlers.dispatch_context import Ports, SpecFactory
+from handlers.dispatch_context import EvalPackages, Ports, SpecFactory
 from handlers.dispatcher import DispatcherFatal, DispatchSummary
 from handlers.fleet import FleetProjection
 from handlers.fleet_policy import SEED_LADDER, FleetConfig
@@ -48,6 +48,22 @@ def fleet_projections() -> list[Any]:
     names = {p.name for p in projections}
     projections += [p for p in (QueueProjection(), FleetProjection()) if p.name not in names]
     return projections
+
+
+def eval_packages() -> EvalPackages:
+    """Hidden eval packages built here, under this engine's installation key (once per family and process)."""
+    import asyncio
+
+    from families.eval_env import pack_eval_package
+
+    built: dict[str, bytes] = {}
+
+    async def package(family: str) -> bytes:
+        if family not in built:
+            built[family] = await asyncio.to_thread(pack_eval_package, family)
+        return built[family]
+
+    return package
 
 
 def _spec_factory(kind: str, config: FleetConfig, image: str, trainer: str) -> SpecFactory:
@@ -168,6 +184,7 @@ def dispatch_ports(
         blobs=run_dir.blobs,
         tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
         spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
+        eval_packages=eval_packages(),
     )
 
 

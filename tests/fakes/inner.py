@@ -5,13 +5,15 @@ what it is told to. Loadable in a pod-agent subprocess as ``--trainer tests.fake
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 
 import msgspec
 
 from handlers.inner_port import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
 
-__all__ = ["FakeInnerTrainer", "make_trainer"]
+__all__ = ["EvalScoringTrainer", "FakeInnerTrainer", "make_trainer"]
 
 
 class FakeInnerTrainer:
@@ -66,3 +68,37 @@ def make_trainer(options: Mapping[str, str]) -> FakeInnerTrainer:
         failure=failure,  # type: ignore[arg-type]
         spawn_child=options.get("spawn_child", "") == "1",
     )
+
+
+class EvalScoringTrainer:
+    """Trains (sleeps), then scores on the hidden eval package its pod agent delivers, like the prime-rl runner.
+
+    The pod agent binds ``use_eval_source``; the result's ``post`` is the package's task count / 1000 and its
+    ``detail`` the package's manifest fingerprint, so a test sees exactly which package scoring used.
+    """
+
+    name = "fake-eval"
+
+    def __init__(self, *, seconds: float = 0.2) -> None:
+        self.seconds = seconds
+        self.eval_source: Callable[[JobBundle], Awaitable[Path]] | None = None
+        self.package_paths: list[Path] = []
+
+    def use_eval_source(self, source: Callable[[JobBundle], Awaitable[Path]]) -> None:
+        self.eval_source = source
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        await asyncio.sleep(self.seconds)
+        await progress(Progress(phase="train", step=1, total_steps=1, reward=0.5))
+        if self.eval_source is None:
+            return JobResult(job_id=job.job_id, ok=False, failure="scoring_error", detail="no eval source")
+        try:
+            path = await self.eval_source(job)
+        except OSError as exc:
+            return JobResult(job_id=job.job_id, ok=False, failure="scoring_error", detail=str(exc))
+        self.package_paths.append(path)
+        (manifest,) = path.glob("*/manifest.json")
+        data = json.loads(manifest.read_text())
+        return JobResult(
+            job_id=job.job_id, ok=True, pre=0.0, post=data["tasks"] / 1000, detail=str(data["fingerprint"])
+        )

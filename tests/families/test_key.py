@@ -64,3 +64,22 @@ def test_train_and_dev_stay_disjoint_from_the_keyed_hidden_set(fresh_key: Path) 
     family = get_family("calc_chain")
     hidden = {fingerprint(t) for t in hidden_tasks(family)}
     assert not hidden & {fingerprint(family.generate("train", s)) for s in range(300)}
+
+
+def test_a_sealed_process_neither_loads_nor_creates_a_key_and_has_no_hidden_set(
+    fresh_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from families._key import SEAL_VAR, EvalKeySealed
+
+    family = get_family("multi_hop")
+    keyed_train = [family.generate("train", s) for s in range(3)]
+    fresh_key.unlink()
+    monkeypatch.setenv(SEAL_VAR, "1")
+    with pytest.raises(EvalKeySealed, match="sealed"):
+        current_key()
+    with pytest.raises(EvalKeySealed):
+        hidden_tasks(get_family("calc_chain"))
+    assert not fresh_key.exists()  # refused, not created
+    # Train draws still work there: the first draw of each seed (no hidden set to check collisions against).
+    sealed_train = [family.generate("train", s) for s in range(3)]
+    assert sealed_train == keyed_train  # none of these three collides with a hidden task

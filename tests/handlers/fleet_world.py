@@ -14,7 +14,7 @@ from engine.log import read_log
 from engine.runtime import Runtime
 from events import BudgetSet, EventBody, JobQueued, Recorded
 from handlers.budget import BudgetGate, BudgetProjection
-from handlers.dispatch_context import Ports
+from handlers.dispatch_context import EvalPackages, Ports
 from handlers.dispatcher import Dispatcher
 from handlers.episode.bundle import make_bundle
 from handlers.fleet import FleetProjection
@@ -80,8 +80,10 @@ class World:
         trainer: Callable[[], InnerTrainer] = FakeInnerTrainer,
         config: FleetConfig = FAST,
         price_table: PriceTable | None = None,
+        eval_packages: EvalPackages | None = None,
     ) -> None:
         self.root = root
+        self.eval_packages = eval_packages
         self.provider = provider
         self.agents = InProcessAgents(trainer, root / "agents")
         self.config = config
@@ -99,6 +101,7 @@ class World:
             blobs=self.blobs,
             tokens=tokens,
             spec_for=spec,
+            eval_packages=self.eval_packages,
         )
         return Dispatcher(rt, ports, config or self.config, once=once)
 

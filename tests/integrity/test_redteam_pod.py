@@ -63,3 +63,147 @@ def test_an_eval_package_planted_at_the_scoring_path_is_replaced(tmp_path: Path)
     assert '"1+1"' not in written
     first = hidden_tasks(get_family("calc_chain"))[0]
     assert first.prompt in written  # the real, keyed hidden set
+
+
+# The same helper, but it first leaves the training process group with setsid (and ignores SIGTERM): the
+# group kill alone no longer reaches it; the environment marker every descendant inherits does.
+SETSID_TAMPERER = """
+import os, signal, sys, time
+target = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(target + ".pid", "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(1.5)
+        with open(target, "w") as f:
+            f.write("post=1.0")
+        os._exit(0)
+    os._exit(0)
+time.sleep(0.3)
+sys.exit(0)
+"""
+
+
+def read_pid(path: Path) -> int:
+    return int(path.read_text() or 0) if path.exists() else 0
+
+
+async def test_a_helper_that_left_the_process_group_with_setsid_is_killed_too(tmp_path: Path) -> None:
+    from adapters.prime_rl.procgroup import marked_pids
+
+    target = tmp_path / "score" / "post.json"
+    target.parent.mkdir()
+    proc = await GroupProcess.start(
+        [sys.executable, "-c", SETSID_TAMPERER, str(target)], cwd=tmp_path, env={}, log_path=tmp_path / "train.log"
+    )
+    assert await proc.wait(10) == 0
+    helper = 0
+    for _ in range(100):  # the helper writes its pid as soon as it runs
+        if helper := read_pid(Path(f"{target}.pid")):
+            break
+        await asyncio.sleep(0.05)
+    assert not group_alive(proc.pgid) and helper in marked_pids(proc.mark)  # out of the group, still marked
+    assert await proc.reap_stragglers(grace_s=0.3)
+    assert not marked_pids(proc.mark)
+    await asyncio.sleep(2.0)
+    assert not target.exists()
+
+
+async def test_a_pod_scores_on_the_engines_package_sent_after_training_never_on_its_own(tmp_path: Path) -> None:
+    """The dispatcher answers ``eval_needed`` with the package built under the engine's key; a prime-rl runner
+    made for a pod has no way to build one itself."""
+    import pytest
+
+    from adapters.prime_rl.factory import controller_only_source
+    from engine.cli.worker_wiring import eval_packages
+    from events import JobSucceeded
+    from families.eval_env import package_files
+    from handlers.inner_port import JobBundle
+    from tests.fakes.fleet import FakeProvider
+    from tests.fakes.inner import EvalScoringTrainer
+    from tests.handlers.fleet_world import World, queue_jobs
+
+    with pytest.raises(OSError, match="receives it from the controller"):
+        await controller_only_source(JobBundle(job_id="j", family="calc_chain", root=str(tmp_path)))
+    trainers: list[EvalScoringTrainer] = []
+
+    def trainer() -> EvalScoringTrainer:
+        trainers.append(EvalScoringTrainer(seconds=0.1))
+        return trainers[-1]
+
+    world = World(tmp_path, FakeProvider(), trainer=trainer, eval_packages=eval_packages())
+    async with world.runtime() as rt:
+        await queue_jobs(rt, world.blobs, 2)
+        summary = await world.dispatcher(rt).run()
+    assert (summary.status, summary.succeeded) == ("drained", 2)
+    done = world.events(JobSucceeded)
+    assert [e.post for e in done] == [0.2, 0.2]  # the 200 hidden tasks
+    manifest_fp = package_files("calc_chain")[1].fingerprint  # the engine's, under the (test) installation key
+    paths = [p for t in trainers for p in t.package_paths]
+    assert len(paths) == 2 and all(p.is_relative_to(tmp_path / "agents") and p.parent.name == "eval" for p in paths)
+    assert all(manifest_fp in (p / "ait_eval_calc_chain" / "manifest.json").read_text() for p in paths)
+
+
+# A helper that leaves the group (setsid) AND re-executes itself with an empty environment: neither the group
+# nor the marker can find it. Only a process tree it cannot leave can: the pod agent is its subreaper.
+ESCAPER = """
+import os, sys, time
+target = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "open(sys.argv[1] + '.pid', 'w').write(str(os.getpid())); time.sleep(1.5); "
+                "open(sys.argv[1], 'w').write('post=1.0')")
+        os.execve(sys.executable, [sys.executable, "-c", code, target], {})
+    os._exit(0)
+time.sleep(0.3)
+"""
+
+# Runs as its own process (a pod agent stand-in), so the test process itself never becomes a subreaper.
+AGENT = """
+import asyncio, json, os, sys, time
+from pathlib import Path
+from adapters.prime_rl.procgroup import GroupProcess, adopt_orphans, marked_pids
+
+async def main(tmp: Path, adopt: bool, escaper: str) -> None:
+    if adopt:
+        assert adopt_orphans()
+    target = tmp / "post.json"
+    proc = await GroupProcess.start([sys.executable, "-c", escaper, str(target)], cwd=tmp, env={},
+                                    log_path=tmp / "train.log")
+    await proc.wait(20)
+    pid_file = Path(f"{target}.pid")
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    marked = bool(marked_pids(proc.mark))
+    await proc.reap_stragglers(grace_s=0.0)
+    for _ in range(20 if adopt else 100):  # 2 s is past its write; without adoption wait for it (control)
+        await asyncio.sleep(0.1)
+        if target.exists():
+            break
+    print(json.dumps({"marked": marked, "written": target.exists()}))
+
+asyncio.run(main(Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]))
+"""
+
+
+def test_a_helper_that_scrubs_its_environment_cannot_leave_a_subreaper_agents_tree(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    outcomes = {}
+    for adopt in ("1", "0"):
+        run = tmp_path / adopt
+        run.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-c", AGENT, str(run), adopt, ESCAPER], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outcomes[adopt] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcomes["1"] == {"marked": False, "written": False}  # invisible to the marker, killed all the same
+    assert outcomes["0"] == {"marked": False, "written": True}  # without the subreaper it would have escaped

@@ -7,6 +7,7 @@ the real checkpoints in test_cpu_trainer_direction.py and benchmarks/cpu_job.py.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,10 +35,14 @@ def random_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bundle(
     tmp_path: Path, model: str, env_id: str = "family-reference", env_path: str = "", **extra: object
 ) -> JobBundle:
+    """A job bundle in ``tmp_path``; the env package lies inside it (the trainer refuses one outside)."""
     table = {"model": model, "learning_rate": 1e-5, "max_steps": 2, "batch_size": 4, "group_size": 2, "max_tokens": 16}
     table |= extra
+    if not env_path:
+        shutil.copytree(ENVS / "family_reference", tmp_path / "env" / "family_reference")
+        env_path = "env/family_reference"
     lines = ["[prime_rl]", *(f"{k} = {v!r}".replace("'", '"') for k, v in table.items())]
-    lines += ["", "[env]", f'id = "{env_id}"', f'path = "{env_path or ENVS / "family_reference"}"', "num_tasks = 20"]
+    lines += ["", "[env]", f'id = "{env_id}"', f'path = "{env_path}"', "num_tasks = 20"]
     (tmp_path / "job.toml").write_text("\n".join(lines) + "\n")
     return JobBundle(job_id="job-1", family="calc_chain", root=str(tmp_path))
 
@@ -62,6 +67,10 @@ async def test_a_job_runs_pre_score_training_post_score_with_progress_and_timing
     steps = [p for p in seen if p.phase == "train"]
     assert [p.step for p in steps] == [1, 2] and all(p.total_steps == 2 and p.reward is not None for p in steps)
     assert result.metrics["rollouts"] == 8.0 and "learning_rate 1e-05 x 10" in result.detail
+    # Training ran in a confined child process, which this process only heard from through its output.
+    assert result.isolation in ("bwrap", "unshare", "none")
+    assert f"training isolation: {result.isolation}" in result.detail
+    assert result.timings["train_setup"] > 0
 
 
 async def noop(p: Progress) -> None:
@@ -85,9 +94,17 @@ async def test_an_env_that_does_not_load_is_an_env_crash(tmp_path: Path, random_
     env = tmp_path / "env" / "broken_env"
     env.mkdir(parents=True)
     (env / "__init__.py").write_text("raise RuntimeError('import-time crash')\n")
-    result = await CpuTrainer().run(bundle(tmp_path, str(random_checkpoint), "broken-env", str(tmp_path / "env")), noop)
+    result = await CpuTrainer(eval_limit=4).run(bundle(tmp_path, str(random_checkpoint), "broken-env", "env"), noop)
     assert (result.ok, result.failure) == (False, "env_crash")
     assert "import-time crash" in result.detail
+
+
+async def test_an_env_path_outside_the_bundle_is_a_config_error(tmp_path: Path, random_checkpoint: Path) -> None:
+    (tmp_path / "job").mkdir()
+    job = bundle(tmp_path / "job", str(random_checkpoint), env_path=str(ENVS / "family_reference"))
+    result = await CpuTrainer().run(job, noop)
+    assert (result.ok, result.failure) == (False, "config_error")
+    assert "outside the job bundle" in result.detail
 
 
 def test_the_pod_agent_factory_reads_typed_options_and_refuses_unknown_ones() -> None:

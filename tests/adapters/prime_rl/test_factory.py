@@ -41,3 +41,20 @@ async def test_hidden_package_is_built_into_the_jobs_scoring_dir(tmp_path: Path)
     path = await source(JobBundle(job_id="j9", family="calc_chain", root=str(tmp_path / "b")))
     assert path.parent == tmp_path / "j9" / "score" / "hidden"
     assert load_eval_package(path).tasks == 200
+
+
+def test_a_pod_runner_gets_its_eval_package_from_the_agent_never_from_its_own_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from adapters.pod.core import AgentCore
+    from adapters.prime_rl.factory import controller_only_source
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    runner = make_trainer({"root": str(tmp_path)})
+    assert runner.eval_source is controller_only_source
+    core = AgentCore(runner, tmp_path / "agent")
+    assert runner.eval_source == core.await_eval
+    local = make_trainer({"root": str(tmp_path), "eval_from": "local"})
+    assert local.eval_source is not controller_only_source
+    with pytest.raises(ValueError, match="eval_from"):
+        make_trainer({"root": str(tmp_path), "eval_from": "pod"})

@@ -12,7 +12,7 @@ import pytest
 from adapters.probe import ProbeLimits, describe_isolation, detect_isolation
 from adapters.probe._bwrap import bwrap_command
 from adapters.probe._isolation import IsolationPlan
-from adapters.probe._sandbox import ChildFailure, Sandbox, _copy_workspace
+from adapters.probe._sandbox import ChildFailure, Sandbox, copy_regular_files
 
 
 def test_detection_prefers_the_strongest_and_says_why_when_weaker() -> None:
@@ -38,7 +38,7 @@ def test_workspace_copy_keeps_regular_files_only(tmp_path: Path) -> None:
     (src / "env" / "__pycache__" / "a.pyc").write_bytes(b"junk")
     (src / "secret_link").symlink_to("/etc/hostname")
     (src / "dir_link").symlink_to(tmp_path)
-    _copy_workspace(src, tmp_path / "copy")
+    copy_regular_files(src, tmp_path / "copy")
     copied = sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*"))
     assert copied == ["env", "env/a.py"]
 

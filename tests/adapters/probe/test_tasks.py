@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.probe._tasks import hidden_matches, judge_tasks
+from adapters.probe._contamination import near_duplicates
+from adapters.probe._tasks import hidden_matches, hidden_shingles, judge_tasks
 from families import get_family, hidden_tasks
 
 
@@ -58,3 +59,23 @@ def test_train_split_never_matches_the_hidden_set() -> None:
         family = get_family(name)
         items = [{"prompt": t.prompt, "answer": t.answer} for t in (family.generate("train", s) for s in range(50))]
         assert hidden_matches(name, items) == []
+
+
+def test_templated_families_compare_prompt_and_answer_so_honest_equal_prompts_pass() -> None:
+    """multi_hop, dispatch and triage reuse prompt texts (the answer lives in the world): an honest train task
+    whose prompt equals a hidden prompt passes; a copied hidden item (prompt and answer) does not."""
+    for name in ("multi_hop", "dispatch", "triage"):
+        family = get_family(name)
+        assert family.prompt_is_template
+        hidden = hidden_tasks(family)
+        hidden_prompts = {t.prompt for t in hidden}
+        train = [family.generate("train", s) for s in range(3000)]
+        same_prompt = [t for t in train if t.prompt in hidden_prompts]
+        assert same_prompt, f"{name}: expected honest train prompts equal to hidden ones"
+        items = [{"prompt": t.prompt, "answer": t.answer} for t in same_prompt]
+        assert hidden_matches(name, items) == []  # same words, another world, another answer
+        assert near_duplicates(hidden_shingles(name), items).near == []
+        copied = {"prompt": "  " + hidden[5].prompt.upper(), "answer": hidden[5].answer.lower() + " "}
+        assert hidden_matches(name, [*items, copied]) == [len(items)]
+    for name in ("calc_chain", "string_pipeline", "ledger"):  # the prompt identifies the task there
+        assert not get_family(name).prompt_is_template
