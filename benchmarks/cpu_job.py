@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import shutil
 import sys
 import tempfile
@@ -49,8 +48,6 @@ class Run(msgspec.Struct, kw_only=True):
     env: str
     seed: int
     wall_s: float
-    cpu_s: float  # CPU seconds of this process and its children: on a machine shared with other work, wall
-    # time stretches while this stays put (one torch thread: on an idle machine wall ~ cpu)
     result: dict[str, Any]
     steps: list[dict[str, Any]]
 
@@ -72,8 +69,12 @@ def write_bundle(root: Path, family: str, env_id: str, env_dir: Path, args: argp
         "max_turns": args.max_turns,
     }
     lines = ["[prime_rl]"] + [f"{k} = {json.dumps(v)}" for k, v in table.items()]
-    shutil.copytree(env_dir, root / "env" / env_dir.name)  # the trainer takes env packages from inside the bundle
-    lines += ["", "[env]", f'id = "{env_id}"', f'path = "env/{env_dir.name}"']
+    # The trainer takes env packages from inside the bundle, as an agent's workspace lays them out (env/<module>/).
+    # The bad env builds on the reference one (it imports family_reference), so that one ships beside it.
+    shutil.copytree(env_dir, root / "env" / env_dir.name)
+    if env_dir.name != "family_reference":
+        shutil.copytree(ENVS / "family_reference", root / "env" / "family_reference")
+    lines += ["", "[env]", f'id = "{env_id}"', 'path = "env"']
     (root / "job.toml").write_text("\n".join(lines) + "\n")
     spec = TASKS / f"{family}_v1{'_fast' if args.spec == 'fast' else ''}.json"
     if spec.exists():
@@ -96,9 +97,9 @@ async def run_job(label: str, family: str, env_id: str, env_dir: Path, args: arg
     trainer = CpuTrainer(seed=args.seed, threads=args.threads, eval_limit=args.eval_limit, kl_coef=args.kl)
     with tempfile.TemporaryDirectory(prefix="cpu-job-") as tmp:
         bundle = write_bundle(Path(tmp), family, env_id, env_dir, args)
-        started, cpu_started = time.monotonic(), _cpu_seconds()
+        started = time.monotonic()
         result: JobResult = await trainer.run(bundle, progress)
-        wall, cpu = time.monotonic() - started, _cpu_seconds() - cpu_started
+        wall = time.monotonic() - started
     if not result.ok:
         print(f"  [{label}] FAILED {result.failure}: {result.detail}")
     return Run(
@@ -107,20 +108,14 @@ async def run_job(label: str, family: str, env_id: str, env_dir: Path, args: arg
         env=env_id,
         seed=args.seed,
         wall_s=round(wall, 1),
-        cpu_s=round(cpu, 1),
         result=msgspec.to_builtins(result),
         steps=steps,
     )
 
 
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def table(runs: list[Run]) -> str:
     head = (
-        f"{'run':<28} {'pre':>6} {'post':>6} {'uplift':>7} {'wall s':>7} {'cpu s':>7} {'setup':>6} {'pre s':>6} "
+        f"{'run':<28} {'pre':>6} {'post':>6} {'uplift':>7} {'wall s':>7} {'setup':>6} {'pre s':>6} "
         f"{'rollout':>8} {'learn':>6} {'post s':>6}  steps"
     )
     lines = [head, "-" * len(head)]
@@ -131,7 +126,7 @@ def table(runs: list[Run]) -> str:
         up = r.uplift
         lines.append(
             f"{r.label:<28} {fmt(r.result.get('pre'))} {fmt(r.result.get('post'))} "
-            f"{(f'{up:+7.3f}' if up is not None else '      -')} {r.wall_s:7.1f} {r.cpu_s:7.1f} "
+            f"{(f'{up:+7.3f}' if up is not None else '      -')} {r.wall_s:7.1f} "
             f"{t.get('setup', 0):6.1f} "
             f"{t.get('pre_score', 0):6.1f} {t.get('rollouts', 0):8.1f} {t.get('learning', 0):6.1f} "
             f"{t.get('post_score', 0):6.1f}  {int(m.get('steps', 0))} ({r.result.get('detail', '').split(';')[0]})"
