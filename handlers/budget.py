@@ -111,6 +111,10 @@ class BudgetConfig(msgspec.Struct, frozen=True, kw_only=True):
                 if not isinstance(value, str):
                     raise ValueError(f"{source}: budget.{key}: expected a path string, got {value!r}")
                 values[key] = value
+            elif value is None:
+                # No cap. TOML has no null, so this comes from a recorded config: JSON writes inf as null (and
+                # budget.set events say "no cap" with None), so a resumed run reads its own `inf` back this way.
+                values[key] = math.inf
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{source}: budget.{key}: expected a number of USD, got {value!r}")
             else:

@@ -159,6 +159,8 @@ def test_budget_config_from_mapping() -> None:
         BudgetConfig.from_mapping({"run_usd": -2})
     with pytest.raises(ValueError, match=r"budget\.run_usd: expected a number"):
         BudgetConfig.from_mapping({"run_usd": "2"})
+    # null (how JSON records inf in a run's recorded config) reads back as no cap
+    assert BudgetConfig.from_mapping({"run_usd": None}).run_usd == math.inf
 
 
 # -- the gate, through the real runtime ---------------------------------------------------------------

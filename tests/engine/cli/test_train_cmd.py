@@ -128,3 +128,15 @@ def test_smoke_train_resume_and_holdout(
 def test_resume_refuses_a_run_that_is_not_a_train_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--runs-root", str(tmp_path), "resume", "nope"]) == 2
     assert "no run at 'nope'" in capsys.readouterr().err
+
+
+def test_a_run_without_a_run_cap_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `run_usd = inf` is recorded in run.started as JSON null (JSON has no infinity): resume reads it back as no cap.
+    config = tmp_path / "uncapped.toml"
+    config.write_text(SMOKE.read_text().replace("run_usd = 5.0", "run_usd = inf"))
+    runs = ["--runs-root", str(tmp_path)]
+    assert main([*runs, "train", "--config", str(config), "--run-id", "u", "--max-steps", "1"]) == 0
+    assert main([*runs, "resume", "u", "--max-steps", "2"]) == 0, capsys.readouterr().err
+    assert "2 learner step(s) applied" in capsys.readouterr().out
+    budget = replay(tmp_path / "u" / "events.jsonl", default_projections()).states["budget"]
+    assert budget.run_cap is None
