@@ -43,9 +43,6 @@ def _calc(task: Task, steps: Sequence[SolverStep]) -> list[str]:
     return notes
 
 
-_STRINGS = PHRASES
-
-
 def _strings(task: Task, steps: Sequence[SolverStep]) -> list[str]:
     variables: dict[str, str] = task.world["vars"]
 
@@ -60,7 +57,7 @@ def _strings(task: Task, steps: Sequence[SolverStep]) -> list[str]:
     start = task.world["start"]
     notes = []
     for k, (op, args) in enumerate(task.world["ops"]):
-        text = _STRINGS[op].format(**{key: show(v) for key, v in args.items()}).replace(" 1 characters", " 1 character")
+        text = PHRASES[op].format(**{key: show(v) for key, v in args.items()}).replace(" 1 characters", " 1 character")
         note = text + named(list(args.values()))
         if k == 0:
             note = f"Start with {show(start)}.{named([start])} {note}"

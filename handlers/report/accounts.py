@@ -1,5 +1,5 @@
 """What a report needs that no domain projection keeps: each job attempt's pod and time on it, spend by
-episode and by training step, and which outer step published which sampler version.
+episode and by training step, and the checkpoint path of each published sampler version.
 
 A pure fold like every projection, so the report is a function of the log alone.
 """
@@ -18,7 +18,6 @@ from events import (
     JobFailed,
     JobRequeued,
     JobSucceeded,
-    LoRAStepApplied,
     SamplerPublished,
 )
 
@@ -40,7 +39,6 @@ class Accounts(msgspec.Struct, kw_only=True):
     training_usd: dict[str, float] = {}  # str(outer step) -> spend of its optimizer step
     settled_usd: float = 0.0
     sampler_paths: dict[str, str] = {}  # str(sampler version) -> path
-    step_of_sampler_path: dict[str, int] = {}  # sampler path -> the outer step whose LoRA step wrote it
 
 
 class AccountsProjection(Projection[Accounts]):
@@ -82,12 +80,6 @@ class AccountsProjection(Projection[Accounts]):
         if m is not None:
             step = str(int(m.group(1)))
             s.training_usd[step] = s.training_usd.get(step, 0.0) + e.usd
-        return s
-
-    @handles(LoRAStepApplied)
-    def _lora(self, s: Accounts, e: LoRAStepApplied) -> Accounts:
-        if e.sampler_path:
-            s.step_of_sampler_path[e.sampler_path] = e.step
         return s
 
     @handles(SamplerPublished)

@@ -7,23 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import baselines_cmd, main
-from handlers.baselines import BaselineEntry
+from engine.cli import main
+from tests.fakes import fake_cpu_baselines
 
 
 @pytest.fixture
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    calls: list[tuple[str, str]] = []
-
-    def factory(*, seed: int, limit: int | None):
-        async def score(family: str, model: str) -> BaselineEntry:
-            calls.append((family, model))
-            return BaselineEntry(score=0.25 if "1.7B" in model else 0.125, n=limit or 200, sampling="T=1")
-
-        return score
-
-    monkeypatch.setattr(baselines_cmd, "cpu_score_fn", factory)
-    return calls
+    return fake_cpu_baselines(monkeypatch, lambda model: 0.25 if "1.7B" in model else 0.125)
 
 
 def test_freezes_every_pair_then_nothing(tmp_path: Path, fake_cpu: list, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,25 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import baselines_cmd, episode_wiring, main
+from engine.cli import episode_wiring, main
 from families._key import ENV_VAR, key_fingerprint
 from families.spec import BASE_MODELS
-from handlers.baselines import BaselineEntry, default_baselines_path
+from handlers.baselines import default_baselines_path
+from tests.fakes import fake_cpu_baselines
 
 
 @pytest.fixture
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    calls: list[tuple[str, str]] = []
-
-    def factory(*, seed: int, limit: int | None):
-        async def score(family: str, model: str) -> BaselineEntry:
-            calls.append((family, model))
-            return BaselineEntry(score=0.25, n=200, sampling="T=1")
-
-        return score
-
-    monkeypatch.setattr(baselines_cmd, "cpu_score_fn", factory)
-    return calls
+    return fake_cpu_baselines(monkeypatch, lambda model: 0.25)
 
 
 def test_a_changed_key_invalidates_frozen_baselines_until_force(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from engine.cli import baselines_cmd
 from events import CheckResult
 from families.spec import TaskSpec
+from handlers.baselines import BaselineEntry
 from handlers.episode.validation import ProbeReport
 
-__all__ = ["CALC_SPEC_PATH", "MINIMAL_JOB_TOML", "FakeValidator"]
+__all__ = ["CALC_SPEC_PATH", "MINIMAL_JOB_TOML", "FakeValidator", "fake_cpu_baselines"]
 
 CALC_SPEC_PATH = Path(__file__).parents[2] / "examples" / "tasks" / "calc_chain_v1_fast.json"
 
@@ -41,3 +46,19 @@ class FakeValidator:
             CheckResult(name="rubric_sanity", ok=ok, detail="" if ok else "reward cannot tell right from wrong"),
         ]
         return ProbeReport(ok=ok, checks=checks, seconds=0.01, parseable=True, isolation="fake")
+
+
+def fake_cpu_baselines(monkeypatch: pytest.MonkeyPatch, score_of: Callable[[str], float]) -> list[tuple[str, str]]:
+    """Replace the tiny models' hidden-eval scorer behind ``ait baselines --inner cpu`` (and ``ait episode``'s
+    first-use freeze) with ``score_of(model)``; returns the (family, model) pairs it is asked to score."""
+    calls: list[tuple[str, str]] = []
+
+    def factory(*, seed: int, limit: int | None) -> Callable[[str, str], object]:
+        async def score(family: str, model: str) -> BaselineEntry:
+            calls.append((family, model))
+            return BaselineEntry(score=score_of(model), n=limit or 200, sampling="T=1")
+
+        return score
+
+    monkeypatch.setattr(baselines_cmd, "cpu_score_fn", factory)
+    return calls

@@ -21,7 +21,6 @@ from handlers.episode.resume import episode_histories, resume_point
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
 from tests.fakes import CALC_SPEC_PATH, MINIMAL_JOB_TOML, FakeValidator
 
-SPEC_PATH, JOB_TOML = CALC_SPEC_PATH, MINIMAL_JOB_TOML
 LONG = "x" * 4500 + "\nend\n"  # its read_file result is longer than tool.returned keeps
 
 
@@ -31,7 +30,7 @@ def _trajectory() -> Trajectory:
         [("edit_file", {"path": "notes.md", "old_text": "alpha", "new_text": "beta"})],
         [("write_file", {"path": "long.txt", "content": LONG}), ("read_file", {"path": "long.txt"})],
         [],  # no tool call: the runner nudges once
-        [("write_file", {"path": "job.toml", "content": JOB_TOML}), ("submit_job", {})],
+        [("write_file", {"path": "job.toml", "content": MINIMAL_JOB_TOML}), ("submit_job", {})],
         [("edit_file", {"path": "notes.md", "old_text": "beta", "new_text": "gamma"}), ("submit_job", {})],
     ]
     return msgspec.convert(
@@ -48,8 +47,8 @@ def _setup(root: Path) -> EpisodeSetup:
     return EpisodeSetup(
         episode_id="ep-1",
         task_id="calc_chain/dev/0",
-        spec=load_spec(SPEC_PATH),
-        spec_json=SPEC_PATH.read_bytes(),
+        spec=load_spec(CALC_SPEC_PATH),
+        spec_json=CALC_SPEC_PATH.read_bytes(),
         workspace=root / "ws",
         initial_files={"INSTRUCTIONS.md": b"# do it\n"},
         messages=[{"role": "system", "content": "you are a trainer"}, {"role": "user", "content": "teach calc"}],

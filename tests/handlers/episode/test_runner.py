@@ -23,8 +23,6 @@ from handlers.episode.workspace import MAX_FILE_BYTES
 from handlers.prices import load_prices
 from tests.fakes import CALC_SPEC_PATH, MINIMAL_JOB_TOML, FakeValidator
 
-SPEC_PATH, JOB_TOML = CALC_SPEC_PATH, MINIMAL_JOB_TOML
-
 
 def _turns(*turns: list[tuple[str, Any]]) -> Trajectory:
     return msgspec.convert(
@@ -38,12 +36,12 @@ def _turns(*turns: list[tuple[str, Any]]) -> Trajectory:
 
 
 def _setup(tmp_path: Path, ep: str = "ep-1") -> EpisodeSetup:
-    spec = load_spec(SPEC_PATH)
+    spec = load_spec(CALC_SPEC_PATH)
     return EpisodeSetup(
         episode_id=ep,
         task_id="calc_chain/dev/0",
         spec=spec,
-        spec_json=SPEC_PATH.read_bytes(),
+        spec_json=CALC_SPEC_PATH.read_bytes(),
         workspace=tmp_path / "ws" / ep,
         initial_files={"INSTRUCTIONS.md": b"# do it\n"},
         messages=[{"role": "system", "content": "you are a trainer"}, {"role": "user", "content": "teach calc"}],
@@ -69,7 +67,7 @@ def test_refused_calls_are_recorded_and_the_episode_goes_on(tmp_path: Path) -> N
         [("read_file", '{"path": "INSTRUCTIONS.md"')],  # malformed JSON
         [("rm_rf", {})],  # unknown tool
         [("edit_file", {"path": "INSTRUCTIONS.md", "old_text": "nope", "new_text": "x"})],
-        [("write_file", {"path": "job.toml", "content": JOB_TOML})],
+        [("write_file", {"path": "job.toml", "content": MINIMAL_JOB_TOML})],
         [("read_file", {"path": "job.toml"}), ("get_baseline_scores", {})],
         [("submit_job", {})],
         [("submit_job", {})],
@@ -118,7 +116,7 @@ def test_symlinks_are_refused(tmp_path: Path) -> None:
 def test_workspace_rebuilds_byte_for_byte_from_the_log(tmp_path: Path) -> None:
     traj = _turns(
         [("write_file", {"path": "env/calc_train/__init__.py", "content": "x = 1\n"})],
-        [("write_file", {"path": "job.toml", "content": JOB_TOML})],
+        [("write_file", {"path": "job.toml", "content": MINIMAL_JOB_TOML})],
         [("edit_file", {"path": "env/calc_train/__init__.py", "old_text": "x = 1", "new_text": "x = 2  # é"})],
         [("submit_job", {})],
     )
