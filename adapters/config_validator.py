@@ -13,8 +13,8 @@ from pathlib import Path
 
 from events import CheckResult
 from families.spec import TaskSpec
-from handlers.episode.validation import ProbeReport
-from handlers.job_config import JobConfigError, check_bounds, load_job_config
+from handlers.episode.job_config import JobConfigError, check_bounds, load_job_config
+from handlers.ports.validator import ProbeReport
 
 __all__ = ["JobConfigValidator"]
 

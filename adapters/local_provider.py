@@ -55,7 +55,7 @@ class _Record(msgspec.Struct, kw_only=True):
 
 def default_agent_command() -> list[str]:
     """``ait pod-agent`` as this interpreter runs it."""
-    return [sys.executable, "-m", "engine.cli", "pod-agent"]
+    return [sys.executable, "-m", "cli", "pod-agent"]
 
 
 def _start_ticks(pid: int) -> int:

@@ -4,7 +4,7 @@ optimizer-step metrics) to W&B, where prime-rl and tinker-cookbook users already
 Off unless configured: a ``[wandb]`` table with a ``project`` in the run config (:func:`config_from_run`), or
 ``ait report RUN --wandb PROJECT`` for a finished run. ``wandb`` is not a dependency of ai-trains-ai: it is
 imported only when a sink is built, and :class:`WandbUnavailable` says how to get it. What is logged is decided by
-:class:`handlers.report.metrics.MetricsMirror` (pure, tested without wandb); this module only carries the rows.
+:class:`handlers.run.metrics.MetricsMirror` (pure, tested without wandb); this module only carries the rows.
 
 Live: ``runtime.start_reactor(wandb_reactor(sink))``. The W&B run id is the ai-trains-ai run id, with
 ``resume="allow"``, so a resumed run continues the same W&B run. Offline (``mode="offline"`` or
@@ -28,7 +28,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.log import read_log
 from events import Recorded, RunStarted
-from handlers.report.metrics import MetricsMirror
+from handlers.run.metrics import MetricsMirror
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.cpu_trainer import CpuTrainer  # noqa: E402
-from handlers.inner_port import JobBundle, JobResult, Progress  # noqa: E402
+from handlers.ports.inner_trainer import JobBundle, JobResult, Progress  # noqa: E402
 
 ENVS = ROOT / "fixtures" / "envs"
 TASKS = ROOT / "examples" / "tasks"

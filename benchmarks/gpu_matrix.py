@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.prime_rl import pins  # noqa: E402
 from adapters.prime_rl.runner import PrimeRLRunner, RunnerSettings  # noqa: E402
-from handlers.inner_port import JobBundle, JobResult, Progress  # noqa: E402
+from handlers.ports.inner_trainer import JobBundle, JobResult, Progress  # noqa: E402
 
 FORMAT = 1
 FAMILY = "calc_chain"
@@ -160,7 +160,7 @@ def ladder(rows: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
 def gpu_price(gpu_type: str, override: float | None, count: int) -> float | None:
     if override is not None:
         return override * count
-    from handlers.prices import UnknownPrice, load_prices
+    from handlers.budget.prices import UnknownPrice, load_prices
 
     try:
         return load_prices().gpu(gpu_type).usd_per_hour * count

@@ -19,7 +19,7 @@ __all__ = [
 @event("reward.computed")
 class RewardComputed(EventBody, frozen=True, kw_only=True):
     """The episode reward with every component, every input and the config used, so that a report can
-    decompose it and ``replay --verify`` can recompute it (:func:`handlers.reward.recompute`).
+    decompose it and ``replay --verify`` can recompute it (:func:`handlers.reward.formula.recompute`).
 
     ``outcome`` says why the reward is what it is: ``scored`` | ``job_failed`` | ``no_job`` |
     ``not_validated`` | ``no_submission``. ``budget_refused`` names the budget that ended the episode, if any.

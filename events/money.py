@@ -3,7 +3,7 @@
 A reservation is an upper bound taken before an LLM call or a pod launch; ``cost.settled`` records what was
 really spent (the design's ``CostIncurred``), ``cost.released`` closes a reservation that spent nothing, and
 ``cost.refused`` says which budget would have been exceeded. ``budget.set`` carries the caps and the spend of
-other runs into the log, so that the budget projection stays a pure fold (see :mod:`handlers.budget`).
+other runs into the log, so that the budget projection stays a pure fold (see :mod:`handlers.budget.rules`).
 """
 
 from __future__ import annotations

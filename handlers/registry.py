@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from engine.projection import Projection
-
-from .baseline_projection import BaselinesProjection
-from .budget import BudgetProjection
-from .episode.projection import EpisodesProjection
-from .fleet import FleetProjection
-from .queue import QueueProjection
-from .reward_projection import RewardsProjection
-from .run_summary import RunSummaryProjection
-from .training.projection import TrainingProjection
+from handlers.budget.rules import BudgetProjection
+from handlers.episode.projection import EpisodesProjection
+from handlers.fleet.projection import FleetProjection
+from handlers.fleet.queue import QueueProjection
+from handlers.reward.baseline_projection import BaselinesProjection
+from handlers.reward.projection import RewardsProjection
+from handlers.run.summary import RunSummaryProjection
+from handlers.training.projection import TrainingProjection
 
 __all__ = ["default_projections"]
 

@@ -20,7 +20,7 @@ import msgspec
 import structlog
 
 from adapters.retry import RetryPolicy, parse_retry_after
-from handlers.episode.policy import AgentReply, PolicyError, ToolCall
+from handlers.ports.policy import AgentReply, PolicyError, ToolCall
 
 __all__ = ["OpenAIConfig", "OpenAIPolicy"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from handlers.episode.policy import AgentReply, PolicyError, ToolCall
+from handlers.ports.policy import AgentReply, PolicyError, ToolCall
 
 __all__ = ["ScriptError", "ScriptedPolicy", "Trajectory", "load_trajectory"]
 

@@ -1,7 +1,7 @@
 """The embedded inner trainer: GRPO with a tiny Qwen3-architecture model on a CPU, on a verifiers v1 env.
 
-:class:`CpuTrainer` implements the inner-trainer port (``handlers.inner_port.InnerTrainer``): a job bundle
-in (``job.toml`` + the agent's env package + ``task_spec.json``), a :class:`~handlers.inner_port.JobResult`
+:class:`CpuTrainer` implements the inner-trainer port (``handlers.ports.inner_trainer.InnerTrainer``): a job bundle
+in (``job.toml`` + the agent's env package + ``task_spec.json``), a :class:`~handlers.ports.inner_trainer.JobResult`
 out (hidden-eval ``pre`` and ``post`` scores, timings split into setup / pre_score / rollouts / learning /
 post_score, per-step progress callbacks with the batch's mean reward and the loss).
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-from handlers.job_config import PrimeRLTable
+from handlers.episode.job_config import PrimeRLTable
 
 __all__ = ["DEFAULT_LR_SCALE", "CpuTrainSettings", "settings_from_job"]
 

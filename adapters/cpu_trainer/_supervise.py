@@ -28,7 +28,7 @@ from adapters.prime_rl.procgroup import GroupProcess, tail_text
 from adapters.prime_rl.progress import LineFollower
 from adapters.probe import IsolationPlan
 from adapters.probe._sandbox import ChildFailure, processes_of
-from handlers.inner_port import FailureReason
+from handlers.ports.inner_trainer import FailureReason
 
 from ._child import ChildReport, ChildRequest, StepLine
 from ._confine import ChildLimits, Launch, prepare_launch

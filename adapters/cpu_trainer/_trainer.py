@@ -34,8 +34,8 @@ import torch
 from adapters.probe import detect_isolation
 from adapters.probe._isolation import Mode
 from families.spec import TaskSpec, validate_spec
-from handlers.inner_port import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
-from handlers.job_config import JobConfigError, load_job_config
+from handlers.episode.job_config import JobConfigError, load_job_config
+from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
 
 from ._confine import ChildLimits, make_root
 from ._loop import StepRecord, TrainReport

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from handlers.agent_port import (
+from handlers.ports.pod_agent import (
     AgentAuthError,
     AgentBusy,
     AgentError,
@@ -42,7 +42,7 @@ class _ErrorBody(msgspec.Struct):
 
 
 class HttpPodAgent:
-    """Use as ``async with HttpPodAgent() as agent:``; implements :class:`handlers.agent_port.PodAgent`."""
+    """Use as ``async with HttpPodAgent() as agent:``; implements :class:`handlers.ports.pod_agent.PodAgent`."""
 
     def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None, timeout_s: float = 30.0) -> None:
         self._timeout_s = timeout_s

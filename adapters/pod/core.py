@@ -31,7 +31,9 @@ from pathlib import Path
 
 import msgspec
 
-from handlers.agent_port import (
+from handlers.episode.bundle import unpack_bundle
+from handlers.ports.inner_trainer import InnerTrainer, JobBundle, JobResult, Progress
+from handlers.ports.pod_agent import (
     EVAL_NEEDED,
     AgentBusy,
     AgentError,
@@ -46,8 +48,6 @@ from handlers.agent_port import (
     AgentResult,
     JobSubmission,
 )
-from handlers.episode.bundle import unpack_bundle
-from handlers.inner_port import InnerTrainer, JobBundle, JobResult, Progress
 
 __all__ = ["AGENT_VERSION", "AgentCore", "BadSubmission", "valid_job_id"]
 

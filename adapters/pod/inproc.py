@@ -1,4 +1,4 @@
-"""In-process pod agents behind the :class:`~handlers.agent_port.PodAgent` port (no HTTP).
+"""In-process pod agents behind the :class:`~handlers.ports.pod_agent.PodAgent` port (no HTTP).
 
 For the simulated provider and for tests: each pod URL gets its own :class:`~.core.AgentCore` (created on
 first use) running the given trainer in this process, with the same idempotency and stream semantics as the
@@ -11,7 +11,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from handlers.agent_port import (
+from handlers.ports.inner_trainer import InnerTrainer
+from handlers.ports.pod_agent import (
     AgentAuthError,
     AgentEventsPage,
     AgentHealth,
@@ -20,7 +21,6 @@ from handlers.agent_port import (
     AgentUnreachable,
     JobSubmission,
 )
-from handlers.inner_port import InnerTrainer
 
 from .core import AgentCore
 

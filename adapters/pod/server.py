@@ -31,7 +31,7 @@ import msgspec
 import structlog
 from aiohttp import web
 
-from handlers.agent_port import (
+from handlers.ports.pod_agent import (
     AgentBusy,
     AgentError,
     AgentEvalRefused,

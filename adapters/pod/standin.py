@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from handlers.inner_port import JobBundle, JobResult, Progress, ProgressCallback
+from handlers.ports.inner_trainer import JobBundle, JobResult, Progress, ProgressCallback
 
 __all__ = ["StandinTrainer", "make_trainer"]
 

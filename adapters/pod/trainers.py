@@ -1,7 +1,7 @@
 """Inner trainers by name, for ``ait pod-agent --trainer NAME``: imported only when chosen.
 
 The registry maps a name to ``"module:factory"``; the factory takes the ``--trainer-opt key=value`` options and
-returns an :class:`~handlers.inner_port.InnerTrainer`. Heavy trainers (torch, vLLM) therefore cost nothing
+returns an :class:`~handlers.ports.inner_trainer.InnerTrainer`. Heavy trainers (torch, vLLM) therefore cost nothing
 until selected, and the agent's startup path stays light. Adding a trainer is one line here. A full
 ``module:factory`` spec is also accepted (tests load their fake trainer that way).
 """
@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Mapping
 from typing import cast
 
-from handlers.inner_port import InnerTrainer
+from handlers.ports.inner_trainer import InnerTrainer
 
 __all__ = ["TRAINERS", "load_trainer", "parse_options"]
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from handlers.inner_port import FailureReason
+from handlers.ports.inner_trainer import FailureReason
 
 __all__ = ["Failure", "classify_dry_run", "classify_run", "is_oom", "last_error_line", "strip_ansi"]
 

@@ -1,7 +1,7 @@
 """A validated job (``[prime_rl]`` + ``[env]`` + task spec) -> a complete prime-rl ``rl`` TOML config.
 
 The target is prime-rl at :data:`.pins.PRIME_RL_COMMIT` (``RLConfig``, pydantic with ``extra=forbid``).
-Everything the agent may choose comes from :class:`handlers.job_config.PrimeRLTable`; everything else is
+Everything the agent may choose comes from :class:`handlers.episode.job_config.PrimeRLTable`; everything else is
 fixed here, for reasons that matter on a pod:
 
 - ``weight_broadcast = filesystem`` always: the final policy is then written as HF safetensors (full
@@ -30,7 +30,15 @@ from typing import Any, Final
 import msgspec
 
 from families.spec import TaskSpec
-from handlers.job_config import ALGORITHMS, LOSSES, OPTIMIZERS, SCHEDULERS, JobConfig, PrimeRLTable, check_bounds
+from handlers.episode.job_config import (
+    ALGORITHMS,
+    LOSSES,
+    OPTIMIZERS,
+    SCHEDULERS,
+    JobConfig,
+    PrimeRLTable,
+    check_bounds,
+)
 
 from . import pins
 from .toml_writer import dumps

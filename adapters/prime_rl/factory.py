@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from handlers.inner_port import JobBundle
+from handlers.ports.inner_trainer import JobBundle
 
 from .bootstrap import BootstrapPaths
 from .runner import EvalSource, PrimeRLRunner, RunnerSettings

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from handlers.inner_port import Progress
+from handlers.ports.inner_trainer import Progress
 
 from .classify import strip_ansi
 

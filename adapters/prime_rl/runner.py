@@ -41,8 +41,8 @@ import structlog
 from adapters.vllm.types import EvalSampling, HiddenScorer, ScoringFailed, ServedModel, load_eval_package
 from adapters.vllm.weights import final_broadcast, find_hf_snapshot, is_lora_dir, make_servable_dir
 from families.spec import SpecError, TaskSpec, validate_spec
-from handlers.inner_port import FailureReason, InnerTrainer, JobBundle, JobResult, Progress, ProgressCallback
-from handlers.job_config import JobConfig, JobConfigError, load_job_config
+from handlers.episode.job_config import JobConfig, JobConfigError, load_job_config
+from handlers.ports.inner_trainer import FailureReason, InnerTrainer, JobBundle, JobResult, Progress, ProgressCallback
 
 from .classify import Failure, classify_dry_run, classify_run, is_oom, last_error_line, strip_ansi
 from .config import ConfigRefused, GeneratedConfig, build_rl_config, env_module_name
@@ -149,7 +149,7 @@ class _TrainOutcome(msgspec.Struct, kw_only=True):
 
 
 class PrimeRLRunner:
-    """The ``prime-rl`` implementation of :class:`handlers.inner_port.InnerTrainer`."""
+    """The ``prime-rl`` implementation of :class:`handlers.ports.inner_trainer.InnerTrainer`."""
 
     name = "prime-rl"
 

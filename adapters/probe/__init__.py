@@ -1,4 +1,4 @@
-"""The validation probe: the ``Validator`` port (``handlers.episode.validation``) with a sandboxed child.
+"""The validation probe: the ``Validator`` port (``handlers.ports.validator``) with a sandboxed child.
 
 ``ProbeValidator().validate(workspace, spec, attempt) -> ProbeReport`` runs the agent's env package only in
 a sandboxed child process (bubblewrap namespaces where available; see ``_isolation``), one per submission,

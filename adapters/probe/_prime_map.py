@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.job_config import JobConfig
+from handlers.episode.job_config import JobConfig
 
 __all__ = ["config_problems", "prime_rl_config"]
 

@@ -1,4 +1,4 @@
-"""The validation probe: the :class:`handlers.episode.validation.Validator` port, check by check.
+"""The validation probe: the :class:`handlers.ports.validator.Validator` port, check by check.
 
 Checks, in order (each a ``CheckResult`` whose detail tells the agent what to fix):
 
@@ -26,9 +26,9 @@ import structlog
 
 from events import CheckResult
 from families.spec import TaskSpec
+from handlers.episode.job_config import JobConfig, JobConfigError, check_bounds, load_job_config
 from handlers.episode.setup import MIN_TASKS
-from handlers.episode.validation import ProbeReport
-from handlers.job_config import JobConfig, JobConfigError, check_bounds, load_job_config
+from handlers.ports.validator import ProbeReport
 
 from ._isolation import IsolationPlan, Mode, detect_isolation
 from ._limits import ProbeLimits

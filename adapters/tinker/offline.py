@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from engine.atomic import write_atomic
-from handlers.episode.policy import AgentPolicy, AgentReply
+from handlers.ports.policy import AgentPolicy, AgentReply
 from handlers.training import DatumSpec, StepOutcome
 
 __all__ = ["OFFLINE_PREFIX", "OfflineLearner", "OfflinePolicy", "message_tokens", "render_tokens"]

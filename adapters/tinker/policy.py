@@ -12,7 +12,7 @@ from typing import Any
 
 from tinker import types
 
-from handlers.episode.policy import AgentReply, PolicyError, ToolCall
+from handlers.ports.policy import AgentReply, PolicyError, ToolCall
 
 from .port import SamplingClientLike
 from .renderer import Renderer

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.blobs import BlobStore
-
-from .projection import EpisodeState
-from .workspace import Workspace
+from handlers.episode.projection import EpisodeState
+from handlers.episode.workspace import Workspace
 
 __all__ = ["materialise"]
 

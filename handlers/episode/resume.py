@@ -36,8 +36,7 @@ from events import (
     ToolReturned,
     WorkspaceFileWritten,
 )
-
-from .policy import ToolCall
+from handlers.ports.policy import ToolCall
 
 __all__ = ["NUDGE", "PendingSubmit", "ResumePoint", "episode_histories", "resume_point"]
 

@@ -39,16 +39,15 @@ from events import (
     WorkspaceFileWritten,
 )
 from families.spec import TaskSpec
-from handlers.budget import BudgetGate, BudgetRefused
-from handlers.job_config import JobConfig, JobConfigError, load_job_config
-from handlers.prices import UnknownPrice
-
-from .bundle import make_bundle
-from .policy import AgentPolicy, AgentReply, PolicyError, ToolCall
-from .resume import NUDGE, PendingSubmit, ResumePoint
-from .tools import TOOL_SCHEMAS, run_tool
-from .validation import ProbeReport, Validator, nudge
-from .workspace import Workspace
+from handlers.budget.prices import UnknownPrice
+from handlers.budget.rules import BudgetGate, BudgetRefused
+from handlers.episode.bundle import make_bundle
+from handlers.episode.job_config import JobConfig, JobConfigError, load_job_config
+from handlers.episode.resume import NUDGE, PendingSubmit, ResumePoint
+from handlers.episode.tools import TOOL_SCHEMAS, run_tool
+from handlers.episode.workspace import Workspace
+from handlers.ports.policy import AgentPolicy, AgentReply, PolicyError, ToolCall
+from handlers.ports.validator import ProbeReport, Validator, nudge
 
 __all__ = ["EpisodeOutcome", "EpisodeRunner", "EpisodeSetup"]
 

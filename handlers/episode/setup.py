@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from families.spec import TaskSpec
-from handlers.reward import RewardConfig
-from handlers.reward_text import agent_reward_text
+from handlers.reward.formula import RewardConfig
+from handlers.reward.text import agent_reward_text
 
 __all__ = ["TEMPLATE_DIR", "env_id_for", "opening_messages", "template_files"]
 

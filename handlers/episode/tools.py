@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .policy import ToolCall
-from .workspace import Workspace, WorkspaceError
+from handlers.episode.workspace import Workspace, WorkspaceError
+from handlers.ports.policy import ToolCall
 
 __all__ = ["SUBMIT_JOB", "TOOL_SCHEMAS", "ToolOutcome", "parse_arguments", "run_tool"]
 

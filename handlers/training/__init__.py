@@ -7,17 +7,17 @@ turns into ``tinker.types.Datum``; the learner is reached through :class:`Learne
 
 from __future__ import annotations
 
-from .advantages import group_advantages
-from .batch import TaskRef, draw_tasks
-from .config import ConfigError, OuterConfig, load_config, parse_config
-from .datums import DatumSpec, SampledTurn, trajectory_to_datums
-from .episodes import EpisodeGroup, FinishedEpisode
-from .loop import OuterLoop, RunEpisode
-from .loss import LOSSES, loss_fn_config
-from .port import LearnerPort, StepOutcome
-from .projection import TrainingProjection, TrainingState, open_groups
-from .staleness import StalenessSplit, split_by_staleness
-from .step import StepResult, build_batch_datums, discard_stale, learner_step
+from handlers.ports.learner import LearnerPort, StepOutcome
+from handlers.training.advantages import group_advantages
+from handlers.training.batch import TaskRef, draw_tasks
+from handlers.training.config import ConfigError, OuterConfig, load_config, parse_config
+from handlers.training.datums import DatumSpec, SampledTurn, trajectory_to_datums
+from handlers.training.episodes import EpisodeGroup, FinishedEpisode
+from handlers.training.loop import OuterLoop, RunEpisode
+from handlers.training.loss import LOSSES, loss_fn_config
+from handlers.training.projection import TrainingProjection, TrainingState, open_groups
+from handlers.training.staleness import StalenessSplit, split_by_staleness
+from handlers.training.step import StepResult, build_batch_datums, discard_stale, learner_step
 
 __all__ = [
     "LOSSES",

@@ -13,8 +13,7 @@ from typing import Annotated, Any
 import msgspec
 
 from families import HELD_OUT_FAMILIES, TRAINING_FAMILIES
-
-from .loss import LOSSES
+from handlers.training.loss import LOSSES
 
 __all__ = ["ConfigError", "OuterConfig", "load_config", "parse_config"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .datums import SampledTurn
+from handlers.training.datums import SampledTurn
 
 __all__ = ["EpisodeGroup", "FinishedEpisode", "turn_from_training"]
 

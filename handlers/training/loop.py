@@ -14,7 +14,7 @@ Ids and the starting point come from the log (:class:`~handlers.training.project
 is announced with ``group.started`` (its episode ids, task and sampler) before any episode runs, so a resumed
 loop re-launches the open groups with the same ids and sampler version, continues the task queue where the
 crashed process left it, and never hands out an id twice. What "re-launch" means for an episode that already
-ran (partly or wholly) is the ``run_episode`` callable's business (engine/cli/outer_episodes.py reads it back
+ran (partly or wholly) is the ``run_episode`` callable's business (cli/outer_episodes.py reads it back
 from the log). Episodes still in flight when the last step is applied are cancelled; they were never trained on.
 """
 
@@ -27,14 +27,13 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from events.learning import BatchStarted, GroupStarted, SamplerPublished
-
-from .batch import TaskRef, draw_tasks
-from .config import OuterConfig
-from .episodes import EpisodeGroup, FinishedEpisode
-from .port import LearnerPort
-from .projection import GroupState, TrainingState, episode_id_for, group_id_for, open_groups
-from .staleness import split_by_staleness
-from .step import Emit, discard_stale, learner_step
+from handlers.ports.learner import LearnerPort
+from handlers.training.batch import TaskRef, draw_tasks
+from handlers.training.config import OuterConfig
+from handlers.training.episodes import EpisodeGroup, FinishedEpisode
+from handlers.training.projection import GroupState, TrainingState, episode_id_for, group_id_for, open_groups
+from handlers.training.staleness import split_by_staleness
+from handlers.training.step import Emit, discard_stale, learner_step
 
 __all__ = ["OuterLoop", "RunEpisode"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from .episodes import EpisodeGroup
+from handlers.training.episodes import EpisodeGroup
 
 __all__ = ["StalenessSplit", "is_fresh", "split_by_staleness"]
 

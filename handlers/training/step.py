@@ -16,14 +16,13 @@ import structlog
 
 from events._base import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
-
-from .advantages import group_advantages
-from .config import OuterConfig
-from .datums import DatumSpec, trajectory_to_datums
-from .episodes import EpisodeGroup
-from .loss import loss_fn_config
-from .port import LearnerPort
-from .staleness import split_by_staleness
+from handlers.ports.learner import LearnerPort
+from handlers.training.advantages import group_advantages
+from handlers.training.config import OuterConfig
+from handlers.training.datums import DatumSpec, trajectory_to_datums
+from handlers.training.episodes import EpisodeGroup
+from handlers.training.loss import loss_fn_config
+from handlers.training.staleness import split_by_staleness
 
 __all__ = ["StepResult", "build_batch_datums", "discard_stale", "learner_step"]
 

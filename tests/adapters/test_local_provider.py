@@ -14,13 +14,13 @@ from adapters.local_provider import LocalProvider
 from adapters.pod.client import HttpPodAgent
 from adapters.pod.tokens import TOKEN_ENV, PodTokens, read_token_file
 from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, pod_name
-from handlers.agent_port import AgentAuthError, JobSubmission
 from handlers.episode.bundle import make_bundle
+from handlers.ports.pod_agent import AgentAuthError, JobSubmission
 
 pytestmark = pytest.mark.timeout(60)
 
 # Everything `ait pod-agent --trainer standin` imports before it listens.
-STARTUP_MODULES = "engine.cli, adapters.pod.core, adapters.pod.server, adapters.pod.trainers, adapters.pod.standin"
+STARTUP_MODULES = "cli, adapters.pod.core, adapters.pod.server, adapters.pod.trainers, adapters.pod.standin"
 
 TOKEN = "local-pod-token-0123456789abcdef"
 
@@ -148,7 +148,7 @@ def test_the_agent_starts_fast(tmp_path: Path) -> None:
     tok.write_text(TOKEN)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "pod-agent", "--token-file", str(tok), "--workdir", str(tmp_path / "w")],
+        [sys.executable, "-m", "cli", "pod-agent", "--token-file", str(tok), "--workdir", str(tmp_path / "w")],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

@@ -17,7 +17,9 @@ from aiohttp.test_utils import TestServer
 from adapters.pod.client import HttpPodAgent
 from adapters.pod.core import AgentCore
 from adapters.pod.server import make_app
-from handlers.agent_port import (
+from handlers.episode.bundle import make_bundle
+from handlers.ports.inner_trainer import InnerTrainer
+from handlers.ports.pod_agent import (
     AgentAuthError,
     AgentBusy,
     AgentError,
@@ -27,8 +29,6 @@ from handlers.agent_port import (
     AgentUnreachable,
     JobSubmission,
 )
-from handlers.episode.bundle import make_bundle
-from handlers.inner_port import InnerTrainer
 from tests.fakes.inner import FakeInnerTrainer
 
 pytestmark = pytest.mark.timeout(20)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from families.eval_env import pack_eval_package, package_files
-from handlers.agent_port import EVAL_NEEDED, AgentEvalRefused, AgentJobConflict
+from handlers.ports.pod_agent import EVAL_NEEDED, AgentEvalRefused, AgentJobConflict
 from tests.adapters.test_pod_agent import TOKEN, Agent, start, sub
 from tests.fakes.inner import EvalScoringTrainer
 

@@ -9,7 +9,7 @@ import pytest
 from adapters.pod.standin import StandinTrainer
 from adapters.pod.trainers import TRAINERS, load_trainer, parse_options
 from handlers.episode.bundle import make_bundle, unpack_bundle
-from handlers.inner_port import JobBundle, Progress
+from handlers.ports.inner_trainer import JobBundle, Progress
 from tests.fakes.inner import FakeInnerTrainer
 
 

@@ -13,7 +13,7 @@ from adapters.wandb_sink import WandbConfig, WandbSink, config_from_run, mirror_
 from engine.clock import ManualClock
 from engine.runtime import Runtime
 from events import BatchCollected, LoRAStepApplied, RewardComputed, RunStarted
-from handlers.reward import RewardConfig, RewardInputs, compute_reward
+from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
 from tests.golden.facts import GOLDEN_EVENTS, golden_records, mean, of_type, rewards_by_episode, step_episodes
 
 

@@ -24,14 +24,14 @@ def test_json_lines_in_the_run_dir_and_human_lines_on_the_console(tmp_path: Path
     console = io.StringIO()
     path = configure_logging(run_dir=tmp_path / "runs" / "r1", console=console, run_id="r1")
     assert path == tmp_path / "runs" / "r1" / "logs.jsonl"
-    log = structlog.get_logger("handlers.fleet")
+    log = structlog.get_logger("handlers.fleet.projection")
     log.info("pod.ready", pod_id="p0", usd_per_hour=0.49)
     log.debug("too.detailed")  # below the level
     logging.getLogger("httpx").warning("HTTP %s", "503")  # a library logging through the stdlib
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["event"] for line in lines] == ["pod.ready", "HTTP 503"]
     first = lines[0]
-    assert first["level"] == "info" and first["logger"] == "handlers.fleet" and first["pod_id"] == "p0"
+    assert first["level"] == "info" and first["logger"] == "handlers.fleet.projection" and first["pod_id"] == "p0"
     assert first["run_id"] == "r1" and first["timestamp"].endswith("Z")
     text = console.getvalue()
     assert "pod.ready" in text and "pod_id=p0" in text and not text.lstrip().startswith("{")

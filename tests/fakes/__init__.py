@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import baselines_cmd
+from cli import baselines_cmd
 from events import CheckResult
 from families.spec import TaskSpec
-from handlers.baselines import BaselineEntry
-from handlers.episode.validation import ProbeReport
+from handlers.ports.validator import ProbeReport
+from handlers.reward.baselines import BaselineEntry
 
 __all__ = ["CALC_SPEC_PATH", "MINIMAL_JOB_TOML", "FakeValidator", "fake_cpu_baselines"]
 

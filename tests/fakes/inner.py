@@ -1,5 +1,5 @@
-"""A fake inner trainer at the :class:`~handlers.inner_port.InnerTrainer` port: sleeps, reports progress, returns
-what it is told to. Loadable in a pod-agent subprocess as ``--trainer tests.fakes.inner:make_trainer``.
+"""A fake inner trainer at the :class:`~handlers.ports.inner_trainer.InnerTrainer` port: sleeps, reports progress,
+returns what it is told to. Loadable in a pod-agent subprocess as ``--trainer tests.fakes.inner:make_trainer``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 
-from handlers.inner_port import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
+from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
 
 __all__ = ["EvalScoringTrainer", "FakeInnerTrainer", "make_trainer"]
 

@@ -6,8 +6,8 @@ are byte for byte what this script writes. Regenerate (and commit) when an event
 scenario changes on purpose; the dashboard and report tests read the committed files.
 
 Everything goes through the real :class:`engine.runtime.Runtime` on a :class:`ManualClock`, the real
-:class:`handlers.budget.BudgetGate` (so reservation ids, caps and settlements are what a live run records) and
-:func:`handlers.reward.compute_reward` (so every ``reward.computed`` is what ``replay --verify`` recomputes).
+:class:`handlers.budget.rules.BudgetGate` (so reservation ids, caps and settlements are what a live run records) and
+:func:`handlers.reward.formula.compute_reward` (so every ``reward.computed`` is what ``replay --verify`` recomputes).
 A small discrete-event simulation orders the actions in time; every choice comes from
 ``rng_for(SEED, key)``, so the file is reproducible byte for byte.
 
@@ -75,13 +75,13 @@ from events import (
     ToolReturned,
     WorkspaceFileWritten,
 )
-from handlers.budget import BudgetConfig, BudgetGate, budget_set
+from handlers.budget.prices import PriceTable, parse_prices
+from handlers.budget.rules import BudgetConfig, BudgetGate, budget_set
 from handlers.episode.bundle import make_bundle
-from handlers.fleet import FleetProjection, pod_ref
-from handlers.prices import PriceTable, parse_prices
-from handlers.queue import QueueProjection
+from handlers.fleet.projection import FleetProjection, pod_ref
+from handlers.fleet.queue import QueueProjection
 from handlers.registry import default_projections
-from handlers.reward import RewardConfig, RewardInputs, compute_reward
+from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
 
 __all__ = ["OUT", "RUN_ID", "generate", "main"]
 
@@ -111,7 +111,7 @@ CHUNK_S = 3600.0  # GPU time reserved per pod chunk
 BILL_EVERY_S = 1800.0  # how often live pods are settled (well inside a chunk: no overrun)
 BUDGET = BudgetConfig(episode_usd=0.10, run_usd=25.0, global_usd=1500.0, ledger="runs/costs.jsonl")
 GLOBAL_BEFORE = 412.5
-# The golden run carries its own prices: a change to handlers/data/prices.toml must not change the fixture.
+# The golden run carries its own prices: a change to handlers/budget/prices.toml must not change the fixture.
 PRICES: PriceTable = parse_prices(
     {
         "version": 1,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.replay import replay
-from handlers.watch.folder import watch_projections
 from tests.golden.make_run_log import OUT, generate
+from views.watch.folder import watch_projections
 
 
 def _files(root: Path) -> dict[str, bytes]:

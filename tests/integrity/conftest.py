@@ -22,7 +22,7 @@ import pytest
 from adapters.probe import ProbeLimits, ProbeValidator, detect_isolation
 from families import get_family, hidden_tasks
 from families.spec import load_spec
-from handlers.episode.validation import ProbeReport
+from handlers.ports.validator import ProbeReport
 from tests.adapters.probe import scenarios as sc
 
 HAS_BWRAP = detect_isolation().mode == "bwrap"

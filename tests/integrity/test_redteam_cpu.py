@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from adapters.probe import detect_isolation
-from handlers.inner_port import JobBundle, Progress
+from handlers.ports.inner_trainer import JobBundle, Progress
 
 pytest.importorskip("verifiers.v1")
 

@@ -117,13 +117,13 @@ async def test_a_pod_scores_on_the_engines_package_sent_after_training_never_on_
     import pytest
 
     from adapters.prime_rl.factory import controller_only_source
-    from engine.cli.worker_wiring import eval_packages
+    from cli.worker_wiring import eval_packages
     from events import JobSucceeded
     from families.eval_env import package_files
-    from handlers.inner_port import JobBundle
+    from handlers.ports.inner_trainer import JobBundle
     from tests.fakes.fleet import FakeProvider
     from tests.fakes.inner import EvalScoringTrainer
-    from tests.handlers.fleet_world import World, queue_jobs
+    from tests.handlers.fleet.fleet_world import World, queue_jobs
 
     with pytest.raises(OSError, match="receives it from the controller"):
         await controller_only_source(JobBundle(job_id="j", family="calc_chain", root=str(tmp_path)))

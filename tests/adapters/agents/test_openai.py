@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from adapters.agents.openai import OpenAIConfig, OpenAIPolicy
 from adapters.retry import RetryPolicy
-from handlers.episode.policy import PolicyError
+from handlers.ports.policy import PolicyError
 
 KEY = "sk-test-SECRET-0123456789"
 

@@ -24,7 +24,7 @@ from adapters.cpu_trainer import (
     token_loss,
 )
 from adapters.tiny.generate import completion_logprobs
-from handlers.job_config import PrimeRLTable
+from handlers.episode.job_config import PrimeRLTable
 
 
 def tiny_model(seed: int = 0) -> Qwen3ForCausalLM:

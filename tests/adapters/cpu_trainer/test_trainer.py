@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from handlers.inner_port import JobBundle, Progress
+from handlers.ports.inner_trainer import JobBundle, Progress
 
 pytest.importorskip("verifiers.v1")
 

@@ -13,7 +13,7 @@ import pytest
 
 from adapters.prime_rl.runner import RunnerSettings
 from adapters.vllm.types import EvalPackageRef, EvalSampling, HiddenScore, ScoringFailed, ServedModel
-from handlers.inner_port import JobBundle, Progress
+from handlers.ports.inner_trainer import JobBundle, Progress
 
 ROOT = Path(__file__).resolve().parents[3]
 STANDINS = ROOT / "fixtures" / "prime_rl" / "standins"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from adapters.prime_rl.config import ConfigRefused, RunLayout, build_rl_config, env_module_name
 from families.spec import TaskSpec, load_spec
-from handlers.job_config import EnvTable, JobConfig, PrimeRLTable, parse_job_config
+from handlers.episode.job_config import EnvTable, JobConfig, PrimeRLTable, parse_job_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = load_spec(ROOT / "examples" / "tasks" / "calc_chain_v1.json")

@@ -21,7 +21,7 @@ import pytest
 
 from adapters.prime_rl.config import build_rl_config
 from families.spec import load_spec
-from handlers.job_config import EnvTable, JobConfig, PrimeRLTable
+from handlers.episode.job_config import EnvTable, JobConfig, PrimeRLTable
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "fixtures" / "prime_rl" / "golden"

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.prime_rl.factory import hidden_package_source, make_trainer, visible_gpus
 from adapters.vllm.types import load_eval_package
-from handlers.inner_port import JobBundle
+from handlers.ports.inner_trainer import JobBundle
 
 
 def test_gpu_count_comes_from_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from adapters.prime_rl.config import build_rl_config
 from adapters.prime_rl.runner import PrimeRLRunner, child_environment, load_task_spec
-from handlers.inner_port import JobBundle
-from handlers.job_config import load_job_config
+from handlers.episode.job_config import load_job_config
+from handlers.ports.inner_trainer import JobBundle
 
 from .conftest import Recorder, SkillScorer, eval_source_for, make_bundle, processes_in, standin_settings
 

@@ -21,7 +21,7 @@ import pytest
 from adapters.probe import ProbeLimits, ProbeValidator, detect_isolation
 from families import get_family, hidden_tasks
 from families.spec import TaskSpec, load_spec
-from handlers.episode.validation import ProbeReport
+from handlers.ports.validator import ProbeReport
 
 from . import scenarios as sc
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.probe import config_problems, prime_rl_config
-from handlers.job_config import parse_job_config
+from handlers.episode.job_config import parse_job_config
 
 GOOD_JOB = (Path(__file__).parent / "workspaces" / "good_calc" / "job.toml").read_text()
 

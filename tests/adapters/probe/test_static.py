@@ -27,7 +27,7 @@ def test_every_forbidden_import_form_is_reported_with_its_line(tmp_path: Path) -
     src = (
         "import os\n"
         "import families\n"
-        "from handlers.reward import x\n"
+        "from handlers.reward.formula import x\n"
         "import engine.log as log\n"
         "importlib.import_module('events.codec')\n"
         "__import__('adapters')\n"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.tinker.offline import OfflineLearner, OfflinePolicy, render_tokens
-from handlers.episode.policy import AgentReply, ToolCall
+from handlers.ports.policy import AgentReply, ToolCall
 from handlers.training import DatumSpec, trajectory_to_datums
 from handlers.training.episodes import turn_from_training
 

@@ -9,7 +9,7 @@ pytest.importorskip("tinker")
 from adapters.tinker.policy import TinkerPolicy
 from adapters.tinker.renderer import ChatTemplateRenderer
 from adapters.tiny.tokenizer import train_tokenizer
-from handlers.episode.policy import PolicyError
+from handlers.ports.policy import PolicyError
 from handlers.training import trajectory_to_datums
 from handlers.training.episodes import turn_from_training
 from tests.fakes.tinker import FakeSamplingClient

@@ -15,12 +15,12 @@ from engine.blobs import BlobStore
 from engine.replay import replay
 from engine.runtime import Runtime
 from families.spec import load_spec
-from handlers.budget import BudgetConfig, BudgetGate, BudgetProjection, budget_set
+from handlers.budget.prices import load_prices
+from handlers.budget.rules import BudgetConfig, BudgetGate, BudgetProjection, budget_set
 from handlers.episode.materialise import materialise
 from handlers.episode.projection import EpisodesProjection
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
 from handlers.episode.workspace import MAX_FILE_BYTES
-from handlers.prices import load_prices
 from tests.fakes import CALC_SPEC_PATH, MINIMAL_JOB_TOML, FakeValidator
 
 

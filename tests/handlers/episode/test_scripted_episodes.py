@@ -30,8 +30,8 @@ from handlers.episode.materialise import materialise
 from handlers.episode.projection import EpisodesProjection
 from handlers.episode.runner import EpisodeOutcome, EpisodeRunner, EpisodeSetup
 from handlers.episode.setup import env_id_for, opening_messages, template_files
-from handlers.episode.validation import Validator
 from handlers.episode.workspace import Workspace
+from handlers.ports.validator import Validator
 from tests.fakes import FakeValidator
 
 ROOT = Path(__file__).resolve().parents[3]

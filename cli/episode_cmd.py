@@ -1,0 +1,197 @@
+"""``ait episode --task SPEC [--agent scripted|openai:MODEL]``: one episode, end to end, on one run.
+
+The composition: a run directory with the domain projections, the run header (config, budget, frozen
+baselines), the episode loop (agent policy + sandboxed validation probe), then, for a validated job, the
+job runner (the local provider's pod agent with the embedded CPU trainer unless told otherwise), and the
+reward. Prints the reward breakdown, token usage and dollar cost, and says what it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console
+
+__all__ = ["EpisodeDeps", "register", "run_episode"]
+
+# A job runner drains the run's queue until the given job has an outcome event in the log.
+JobRunner = Callable[[Any, str], Awaitable[None]]
+
+
+@dataclass
+class EpisodeDeps:
+    """The concrete adapters, chosen by the CLI (tests inject fakes)."""
+
+    policy: Any  # handlers.ports.policy.AgentPolicy
+    validator: Any  # handlers.ports.validator.Validator
+    job_runner: JobRunner | None  # None: stop after validation
+    baselines: dict[str, dict[str, float]]
+    ran_on: dict[str, str]  # what each part ran on, printed at the end
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("episode", help="run one trainer-agent episode end to end")
+    p.add_argument("--task", required=True, help="task spec JSON, e.g. examples/tasks/calc_chain_v1_fast.json")
+    p.add_argument("--agent", default="scripted", help="scripted | scripted:PATH | openai:MODEL (default: scripted)")
+    p.add_argument("--run-id", default=None, help="run id (default: a new one)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-attempts", type=int, default=3)
+    p.add_argument("--max-turns", type=int, default=40)
+    p.add_argument("--episode-budget-usd", type=float, default=2.0)
+    p.add_argument("--run-budget-usd", type=float, default=100.0)
+    p.add_argument("--no-job", action="store_true", help="stop after validation (do not train)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --agent openai:MODEL")
+    p.add_argument("--trainer", default="cpu", help="inner trainer on the local pod: cpu (default) or standin")
+    p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="inner trainer option")
+    p.set_defaults(func=run)
+
+
+def _new_run_id() -> str:
+    return f"ep-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.episode_wiring import default_deps
+
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        deps = default_deps(args)
+    except (ValueError, OSError, RuntimeError) as exc:
+        console.print(f"[red]ait episode:[/red] {exc}")
+        return 2
+    from engine.logs import configure_logging
+
+    run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
+    # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own).
+    configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
+    return anyio.run(run_episode, args, deps, run_dir, console)
+
+
+async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
+    from engine.blobs import BlobStore
+    from engine.runtime import Runtime
+    from families.spec import load_spec
+    from handlers.budget.costs_ledger import CostsLedger
+    from handlers.budget.prices import load_prices
+    from handlers.budget.rules import BudgetConfig, BudgetGate
+    from handlers.episode.runner import EpisodeRunner, EpisodeSetup
+    from handlers.episode.setup import opening_messages, template_files
+    from handlers.registry import default_projections
+    from handlers.reward.formula import RewardConfig, explain
+    from handlers.reward.reactor import RewardReactor
+    from handlers.run.start import LedgerReactor, open_run
+
+    spec_path = Path(args.task)
+    spec = load_spec(spec_path)
+    budget = BudgetConfig(
+        episode_usd=args.episode_budget_usd,
+        run_usd=args.run_budget_usd,
+        ledger=str(Path(args.runs_root) / "costs.jsonl"),
+    )
+    ledger = CostsLedger(budget.ledger)
+    config = {
+        "command": "episode",
+        "task": str(spec_path),
+        "agent": deps.policy.name,
+        "max_attempts": args.max_attempts,
+        "ran_on": deps.ran_on,
+    }
+    async with Runtime(run_dir, default_projections()) as rt:
+        rt.start_reactor(RewardReactor(RewardConfig()))
+        rt.start_reactor(LedgerReactor(ledger))
+        await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
+        gate = BudgetGate.for_runtime(rt, load_prices())
+        blobs = BlobStore(run_dir / "blobs")
+        episode_id = "ep-0"
+        files = template_files(spec, max_attempts=args.max_attempts)
+        setup = EpisodeSetup(
+            episode_id=episode_id,
+            task_id=f"{spec.name}/0",
+            spec=spec,
+            spec_json=await anyio.Path(spec_path).read_bytes(),
+            workspace=run_dir / "episodes" / episode_id / "workspace",
+            initial_files=files,
+            messages=opening_messages(spec, files),
+            baselines=deps.baselines.get(spec.family, {}),
+            max_turns=args.max_turns,
+            max_attempts=args.max_attempts,
+        )
+        console.print(f"run {rt.run_id}: episode on {spec.name} with agent {deps.policy.name}")
+        outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
+        console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
+        _write_artifacts(run_dir / "episodes" / episode_id, outcome, spec.name, deps.ran_on)
+        if outcome.status == "validated" and outcome.job is not None:
+            from events import JobQueued
+
+            job_id = "job-0"
+            await rt.emit(
+                JobQueued(
+                    job_id=job_id,
+                    episode_id=episode_id,
+                    family=spec.family,
+                    base_model=outcome.job.prime_rl.model,
+                    bundle=outcome.bundle,
+                    time_budget_s=float(spec.bounds.time_budget_s),
+                )
+            )
+            if deps.job_runner is None or args.no_job:
+                console.print(f"job {job_id} queued; stopping after validation ({deps.ran_on.get('jobs', '')})")
+                console.print(_usage_line(rt, ledger, episode_id))
+                console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
+                console.print(f"log: {rt.log.path}")
+                return 0
+            await deps.job_runner(rt, job_id)
+        with anyio.move_on_after(30):
+            await rt.wait_until(lambda: episode_id in rt.state("rewards"))
+        if episode_id not in rt.state("rewards"):
+            console.print("[red]no reward was computed (see the log: a job result without a frozen baseline?)[/red]")
+            return 1
+        reward = rt.state("rewards")[episode_id]
+        console.print(explain(reward))
+        ep = rt.state("episodes")[episode_id]
+        spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
+        console.print(
+            f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; cost ${spent:.4f}"
+        )
+        console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
+        console.print(f"log: {rt.log.path}")
+    return 0
+
+
+def _usage_line(rt: Any, ledger: Any, episode_id: str) -> str:
+    ep = rt.state("episodes")[episode_id]
+    spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
+    return (
+        f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; "
+        f"cost ${spent:.4f} (this run, from the cost ledger)"
+    )
+
+
+def _write_artifacts(directory: Path, outcome: Any, spec_name: str, ran_on: dict[str, str]) -> None:
+    """The episode's trajectory (every message the agent saw and sent) and manifest, beside its workspace.
+
+    Both are conveniences derived from the run: the log and its blobs remain the truth."""
+    import json
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "trajectory.json").write_text(json.dumps(outcome.messages, indent=1) + "\n", encoding="utf-8")
+    manifest = {
+        "episode_id": outcome.episode_id,
+        "task_spec": spec_name,
+        "status": outcome.status,
+        "turns": outcome.turns,
+        "attempts": outcome.attempts,
+        "parseable": outcome.parseable,
+        "bundle": outcome.bundle,
+        "usage": outcome.usage,
+        "ran_on": ran_on,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

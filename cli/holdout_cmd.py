@@ -1,0 +1,198 @@
+"""``ait holdout --checkpoint PATH --family triage -n 10``: the held-out family, with the sampler at a checkpoint.
+
+Runs ``n`` episodes of ``--family`` (default ``triage``, never trained on) with the agent bound to the sampler
+version that ``PATH`` was published as (``base`` for version 0, the untrained model), in the run that
+published it (``--run``, or the run under ``--runs-root`` whose log has that ``sampler.published``), on the
+run's own config (backend, validator, inner trainer). The episodes are a holdout arm (group ``holdout-v<N>``):
+in no outer group and never trained on; each validated job runs on the run's pods like any other.
+
+Prints the seed's holdout table (checkpoint, outer steps, mean reward, validated, inner jobs succeeded, worst
+episode; the same rows as ``ait report``'s Holdout section) and writes it to ``<run>/holdout/v<N>.md`` and
+``.json``. Exit status: 0 done, 2 bad arguments (an unknown checkpoint, a family without a trajectory, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("holdout", help="run n held-out episodes with the sampler at a checkpoint; the holdout table")
+    p.add_argument("--checkpoint", required=True, help="a published sampler path, or 'base' (version 0)")
+    p.add_argument("--family", default="triage", help="held-out family (default triage)")
+    p.add_argument("-n", type=int, default=10, help="episodes (default 10)")
+    p.add_argument("--run", default=None, help="the run (default: the one whose log published --checkpoint)")
+    p.add_argument("--trajectory", default=None, help="scripted agent: the trajectory JSON for every episode")
+    p.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"ait holdout: {message}\n")
+    return 2
+
+
+def _find_run(runs_root: Path, checkpoint: str) -> Path | None:
+    from engine.log import read_log
+    from events import SamplerPublished
+
+    for events in sorted(runs_root.glob("*/events.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
+        for rec in read_log(events).records:
+            if isinstance(rec.event, SamplerPublished) and rec.event.path == checkpoint:
+                return events.parent
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from cli.train_config import parse_run_config
+    from cli.train_run import TrainFailed
+    from engine.log import read_log
+    from engine.logs import configure_logging
+    from engine.rundir import resolve_run
+    from events import RunStarted, SamplerPublished
+    from families import HELD_OUT_FAMILIES
+    from handlers.training import ConfigError
+
+    if args.n < 1:
+        return _fail(f"-n {args.n}: need at least one episode")
+    if args.family not in HELD_OUT_FAMILIES:
+        return _fail(f"--family {args.family!r} is trained on; the held-out families are {sorted(HELD_OUT_FAMILIES)}")
+    runs_root = Path(args.runs_root)
+    if args.run:
+        try:
+            run_dir = resolve_run(args.run, runs_root).root
+        except FileNotFoundError as exc:
+            return _fail(str(exc))
+    else:
+        found = None if args.checkpoint == "base" else _find_run(runs_root, args.checkpoint)
+        if found is None:
+            return _fail(f"--checkpoint {args.checkpoint!r}: no run under {runs_root}/ published it; pass --run RUN")
+        run_dir = found
+    records = read_log(run_dir / "events.jsonl").records
+    header = records[0].event
+    published = {r.event.path: r.event.sampler_version for r in records if isinstance(r.event, SamplerPublished)}
+    del records
+    if args.checkpoint != "base" and args.checkpoint not in published:
+        return _fail(f"--checkpoint {args.checkpoint!r}: run {run_dir.name} never published it")
+    version = 0 if args.checkpoint == "base" else published[args.checkpoint]
+    path = "" if args.checkpoint == "base" else args.checkpoint
+    if not isinstance(header, RunStarted) or header.config.get("command") != "train":
+        return _fail(f"{run_dir}/events.jsonl: not an `ait train` run")
+    try:
+        cfg = parse_run_config(
+            dict(header.config["config"]), source=f"{run_dir}/events.jsonl run.started config", runs_root=runs_root
+        )
+    except ConfigError as exc:
+        return _fail(str(exc))
+    trajectory = Path(args.trajectory) if args.trajectory else None
+    if cfg.agent.kind == "scripted" and trajectory is None and not cfg.trajectory_path(args.family).is_file():
+        return _fail(f"no scripted trajectory {cfg.trajectory_path(args.family)}: pass --trajectory PATH")
+    if not cfg.spec_path(args.family).is_file():
+        return _fail(f"no task spec {cfg.spec_path(args.family)} for {args.family}")
+    configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
+    try:
+        return anyio.run(holdout, cfg, run_dir, version, path, args.family, args.n, trajectory)
+    except TrainFailed as exc:
+        return _fail(str(exc))
+
+
+async def holdout(
+    cfg: Any, run_dir: Path, version: int, path: str, family: str, n: int, trajectory: Path | None
+) -> int:
+    import anyio
+    from rich.console import Console
+
+    from cli.outer_episodes import OuterEpisodes
+    from cli.train_run import fleet_running, missing_baselines
+    from cli.train_wiring import make_backend, make_validator
+    from engine.progress import progress
+    from engine.runtime import Runtime
+    from handlers.budget.costs_ledger import CostsLedger
+    from handlers.budget.prices import load_prices
+    from handlers.budget.rules import BudgetGate
+    from handlers.registry import default_projections
+    from handlers.reward.formula import RewardConfig
+    from handlers.reward.reactor import RewardReactor
+    from handlers.run.start import LedgerReactor, open_run
+    from handlers.training import TaskRef
+    from views.report.data import collect
+
+    console = Console(highlight=False, soft_wrap=True)
+    ledger = CostsLedger(cfg.budget.ledger)
+    validator, validator_desc = make_validator(cfg)
+    async with Runtime(run_dir, default_projections()) as rt:
+        rt.start_reactor(RewardReactor(RewardConfig()))
+        rt.start_reactor(LedgerReactor(ledger))
+        await open_run(rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=cfg.baselines)
+        missing_baselines(rt, [family])
+        backend = make_backend(cfg, run_dir, trajectory=trajectory)
+        ran_on = {**backend.ran_on, "validation": validator_desc}
+        group = f"holdout-v{version}"
+        episodes = OuterEpisodes(
+            rt,
+            cfg,
+            policy_for=backend.policy_for,
+            validator=validator,
+            gate=BudgetGate.for_runtime(rt, load_prices()),
+            group_prefix=group,
+        )
+        already = sum(1 for e in rt.state("episodes").values() if e.group_id.startswith("holdout"))
+        rng = random.Random(f"{cfg.run.seed}:holdout:{already}")
+        tasks = [(f"ho{already + i:05d}", TaskRef(family=family, index=rng.randrange(10_000))) for i in range(n)]
+        ids = [eid for eid, _ in tasks]
+        console.print(f"run {rt.run_id}: {n} holdout episodes on {family} with sampler v{version} ({path or 'base'})")
+        limit = anyio.Semaphore(cfg.outer.episode_concurrency)
+        async with fleet_running(rt, cfg, ran_on):
+            with progress("holdout episodes", total=n, unit="episodes") as bar:
+
+                async def one(eid: str, task: TaskRef) -> None:
+                    async with limit:
+                        await episodes.run_to_reward(eid, task, version, path)
+                    bar.advance()
+
+                async with anyio.create_task_group() as tg:
+                    for eid, task in tasks:
+                        tg.start_soon(one, eid, task)
+    data = collect(run_dir)
+    rows = [r for r in data.holdout if r.sampler_version == version]
+    table = _table(rows)
+    out = run_dir / "holdout"
+    out.mkdir(exist_ok=True)
+    (out / f"v{version}.md").write_text(table + "\n", encoding="utf-8")
+    worst = min(ids, key=lambda e: rt.states["rewards"][e].reward)
+    doc = {"checkpoint": path or "base", "sampler_version": version, "family": family, "episodes": ids}
+    doc["rows"] = [json.loads(_encode(r)) for r in rows]
+    doc["worst_episode"] = worst
+    (out / f"v{version}.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    console.print(table)
+    console.print(f"worst episode of this arm: {worst}; every row counts all holdout episodes of sampler v{version}")
+    console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in ran_on.items() if k != "final drain"))
+    console.print(f"written: {out / f'v{version}.md'}")
+    return 0
+
+
+def _encode(row: Any) -> str:
+    import msgspec
+
+    return msgspec.json.encode(row).decode()
+
+
+def _table(rows: list[Any]) -> str:
+    head = ["checkpoint", "outer steps", "mean reward", "validated", "inner jobs succeeded", "worst episode"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for h in rows:
+        name = "base model" if h.outer_steps == 0 else f"`{h.checkpoint}`"
+        steps = "-" if h.outer_steps is None else str(h.outer_steps)
+        lines.append(
+            f"| {name} | {steps} | {h.reward:+.3f} | {h.validated}/{h.episodes} | "
+            f"{h.jobs_succeeded}/{h.jobs} | {h.worst:+.3f} |"
+        )
+    return "\n".join(lines)

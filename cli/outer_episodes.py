@@ -1,0 +1,146 @@
+"""The outer loop's ``run_episode``: one episode of a GRPO group, run (or continued from the log) to its reward.
+
+New episode: the task's spec, the template workspace and opening messages, a policy bound to the group's
+sampler version, the episode runner; a validated submission queues its job (``job-<episode id>``), which the
+run's dispatcher runs on a pod; the reward reactor rewards it. The learner gets back the reward and the
+sampled turns read from the turn blobs.
+
+Resumed episode (its ``episode.started`` is in the log): it continues from its last recorded turn
+(:mod:`handlers.episode.resume`) with the sampler version it started with; an episode that already finished is
+not run again; a validated one whose job never made it into the queue gets it queued now; one whose job is
+queued or on a pod just waits (the dispatcher reconciles the job, it is not relaunched); one already rewarded
+returns at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+
+from cli.train_config import RunConfig
+from engine.blobs import BlobStore
+from engine.runtime import Runtime
+from events import EventBody, JobQueued
+from families.spec import TaskSpec, load_spec
+from handlers.budget.rules import BudgetGate
+from handlers.episode.resume import resume_point
+from handlers.episode.runner import EpisodeOutcome, EpisodeRunner, EpisodeSetup
+from handlers.episode.setup import opening_messages, template_files
+from handlers.ports.policy import AgentPolicy
+from handlers.ports.validator import Validator
+from handlers.training import FinishedEpisode, TaskRef
+from handlers.training.episodes import turn_from_training
+
+__all__ = ["OuterEpisodes", "PolicyFactory"]
+
+log = structlog.get_logger(__name__)
+
+# (family, sampler version, sampler path) -> a policy bound to that sampler for one episode
+PolicyFactory = Callable[[str, int, str], Awaitable[AgentPolicy]]
+
+
+class OuterEpisodes:
+    def __init__(
+        self,
+        rt: Runtime,
+        cfg: RunConfig,
+        *,
+        policy_for: PolicyFactory,
+        validator: Validator,
+        gate: BudgetGate | None,
+        histories: dict[str, list[EventBody]] | None = None,
+        group_prefix: str = "",
+    ) -> None:
+        self.rt = rt
+        self.cfg = cfg
+        self.blobs = BlobStore(rt.directory / "blobs")
+        self.policy_for = policy_for
+        self.validator = validator
+        self.gate = gate
+        self.histories = histories or {}  # episode id -> its events before this process (resumed episodes)
+        self.group_prefix = group_prefix  # "holdout": a holdout arm's episodes, in no outer group
+        self._specs: dict[str, tuple[TaskSpec, bytes]] = {}
+
+    def _spec(self, family: str) -> tuple[TaskSpec, bytes]:
+        if family not in self._specs:
+            path = self.cfg.spec_path(family)
+            self._specs[family] = (load_spec(path), path.read_bytes())
+        return self._specs[family]
+
+    def _setup(self, episode_id: str, task: TaskRef, version: int, group_id: str) -> EpisodeSetup:
+        spec, spec_json = self._spec(task.family)
+        files = template_files(spec, max_attempts=self.cfg.episode.max_attempts)
+        return EpisodeSetup(
+            episode_id=episode_id,
+            task_id=task.task_id,
+            spec=spec,
+            spec_json=spec_json,
+            workspace=self.rt.directory / "episodes" / episode_id / "workspace",
+            initial_files=files,
+            messages=opening_messages(spec, files),
+            baselines=self.cfg.baselines.get(task.family, {}) or _frozen(self.rt, task.family),
+            max_turns=self.cfg.episode.max_turns,
+            max_attempts=self.cfg.episode.max_attempts,
+            group_id=group_id,
+            sampler_version=version,
+        )
+
+    async def __call__(self, episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
+        await self.run_to_reward(episode_id, task, version, path)
+        training = self.rt.state("training").episodes.get(episode_id)
+        blobs = training.turn_blobs if training is not None else []
+        turns = []
+        for blob in blobs:
+            doc: dict[str, Any] = msgspec.json.decode(await self.blobs.aget(blob))
+            turn, _v = turn_from_training(doc.get("training") or {})
+            turns.append(turn)
+        return FinishedEpisode(
+            episode_id=episode_id,
+            task_id=task.task_id,
+            sampler_version=version,
+            reward=self.rt.state("rewards")[episode_id].reward,
+            turns=turns,
+        )
+
+    async def run_to_reward(self, episode_id: str, task: TaskRef, version: int, path: str) -> None:
+        rt = self.rt
+        if episode_id not in rt.state("rewards"):
+            training = rt.state("training").episodes.get(episode_id)
+            group_id = training.group_id if training is not None else self.group_prefix
+            setup = self._setup(episode_id, task, version, group_id)
+            point = None
+            if episode_id in rt.state("episodes"):
+                history = self.histories.pop(episode_id, None)
+                if history is None:
+                    raise RuntimeError(f"episode {episode_id} is in the log but was not read back for resume")
+                point = resume_point(history, self.blobs, max_attempts=setup.max_attempts)
+            policy = await self.policy_for(task.family, version, path)
+            outcome = await EpisodeRunner(rt, self.blobs, policy, self.validator, self.gate).run(setup, point)
+            if outcome.status == "validated":
+                await self._queue_job(setup, outcome)
+            await rt.wait_until(lambda: episode_id in rt.state("rewards"))
+
+    async def _queue_job(self, setup: EpisodeSetup, outcome: EpisodeOutcome) -> None:
+        job_id = f"job-{setup.episode_id}"
+        if job_id in self.rt.state("queue").jobs:
+            return  # queued before the crash: the dispatcher has it
+        if outcome.job is None or not outcome.bundle:
+            raise RuntimeError(f"episode {setup.episode_id}: validated but its job.toml or bundle is missing")
+        await self.rt.emit(
+            JobQueued(
+                job_id=job_id,
+                episode_id=setup.episode_id,
+                family=setup.spec.family,
+                base_model=outcome.job.prime_rl.model,
+                bundle=outcome.bundle,
+                time_budget_s=float(setup.spec.bounds.time_budget_s),
+            )
+        )
+
+
+def _frozen(rt: Runtime, family: str) -> dict[str, float]:
+    scores: dict[str, float] = rt.state("baselines").get(family, {})
+    return dict(scores)

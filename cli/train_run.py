@@ -1,0 +1,183 @@
+"""The body of ``ait train`` / ``ait resume``: one process of the outer loop on a run, from open to summary.
+
+Inside one ``Runtime``: the reward and ledger reactors, the run header (``run.started`` or ``run.resumed``,
+budget caps, frozen baselines), owed rewards, then the dispatcher (a long-lived reactor running inner jobs on
+local pods) beside the :class:`~handlers.training.OuterLoop`. When the loop has applied its steps, in-flight
+episodes are cancelled (a later ``ait resume`` with more steps continues them), the queued jobs are drained
+and every pod terminated, ``run.finished`` is recorded and the summary printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import structlog
+from rich.console import Console
+
+from cli.outer_episodes import OuterEpisodes
+from cli.train_cmd import KILL_ENV, kill_after
+from cli.train_config import RunConfig
+from cli.train_summary import summary_lines
+from cli.train_wiring import make_backend, make_validator
+from cli.worker_wiring import dispatch_ports, worker_ports
+from engine.log import read_log
+from engine.progress import progress
+from engine.rundir import RunDir
+from engine.runtime import Runtime
+from events import Recorded, RunFinished
+from handlers.budget.costs_ledger import CostsLedger
+from handlers.budget.prices import load_prices
+from handlers.budget.rules import BudgetGate
+from handlers.episode.resume import episode_histories
+from handlers.fleet.dispatcher import Dispatcher
+from handlers.registry import default_projections
+from handlers.reward.baseline_projection import best_pre
+from handlers.reward.formula import RewardConfig
+from handlers.reward.reactor import RewardReactor
+from handlers.run.start import LedgerReactor, open_run
+from handlers.training import OuterLoop, TrainingState, open_groups
+
+__all__ = ["TrainFailed", "train"]
+
+log = structlog.get_logger("ait.train")
+
+
+class TrainFailed(Exception):
+    """The run cannot go on; the message says why and where."""
+
+
+def _worker_args(cfg: RunConfig) -> argparse.Namespace:
+    opts = [f"{k}={v}" for k, v in sorted(cfg.inner.trainer_options.items())]
+    return argparse.Namespace(provider=cfg.inner.provider, trainer=cfg.inner.trainer, trainer_opt=opts, image="")
+
+
+@contextlib.asynccontextmanager
+async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
+    """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
+    (validated episodes of cancelled groups too) and every pod is terminated."""
+    args = _worker_args(cfg)
+    rd = RunDir(rt.directory)
+    async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
+        ran_on["jobs"] = where
+        ports = dispatch_ports(rt, rd, args, cfg.fleet, load_prices(), provider, agent)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Dispatcher(rt, ports, cfg.fleet).run)
+            yield
+            tg.cancel_scope.cancel()
+        drained = await Dispatcher(rt, ports, cfg.fleet, once=True).run()
+        ran_on["final drain"] = drained.status
+
+
+async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    target = max_steps if max_steps is not None else cfg.outer.max_steps
+    ledger = CostsLedger(cfg.budget.ledger)
+    rewarder = RewardReactor(RewardConfig())
+    validator, validator_desc = make_validator(cfg)
+    async with Runtime(run_dir, default_projections()) as rt:
+        rt.start_reactor(rewarder)
+        rt.start_reactor(LedgerReactor(ledger))
+        if os.environ.get(KILL_ENV):
+            rt.start_reactor(kill_after(int(os.environ[KILL_ENV])))
+        header = {"command": "train", "config_file": cfg.source, "config": cfg.raw, "steps": target}
+        resumed = await open_run(
+            rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
+        )
+        missing_baselines(rt, cfg.outer.families)
+        records: list[Recorded] = read_log(rt.log.path).records if resumed else []
+        owed = await rewarder.catch_up(rt, records) if resumed else 0
+        state: TrainingState = rt.state("training")
+        reopened = open_groups(state)
+        histories = episode_histories(records, [e for g in reopened for e in g.episode_ids])
+        del records
+        backend = make_backend(cfg, run_dir, resume_state_path=state.resume_state_path)
+        ran_on = {**backend.ran_on, "validation": validator_desc}
+        verb = "resumed" if resumed else "started"
+        console.print(
+            f"run {rt.run_id} {verb}: step {state.step} of {target}, sampler v{state.sampler_version}, "
+            f"{len(reopened)} open group(s), {owed} owed reward(s) computed"
+        )
+        gate = BudgetGate.for_runtime(rt, load_prices())
+        episodes = OuterEpisodes(
+            rt, cfg, policy_for=backend.policy_for, validator=validator, gate=gate, histories=histories
+        )
+        loop = OuterLoop(config=cfg.outer, learner=backend.learner, run_episode=episodes, emit=rt.emit, state=state)
+        failure = ""
+        try:
+            async with fleet_running(rt, cfg, ran_on):
+                with progress("outer steps", total=target, unit="steps") as bar:
+                    bar.update(completed=state.step)
+                    async with anyio.create_task_group() as tg:
+
+                        async def follow() -> None:
+                            seen = -1
+                            while True:
+                                await rt.wait_until(functools.partial(_step_moved, rt, seen))
+                                seen = rt.state("training").step
+                                bar.update(completed=seen)
+
+                        tg.start_soon(follow)
+                        await loop.run(max_steps=target)
+                        tg.cancel_scope.cancel()
+        except Exception as exc:  # task groups raise ExceptionGroups: report the first real error
+            failure = _first_error(exc)
+        if failure:
+            await rt.emit(RunFinished(status="failed", reason=failure))
+            raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")
+        await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps applied"))
+        for line in summary_lines(rt, ran_on):
+            console.print(line)
+    return 0
+
+
+# The baselines file whose scores a trainer's jobs are comparable with (``ait baselines --inner ...``).
+BASELINES_OF_TRAINER = {"cpu": "cpu", "prime_rl": "gpu"}
+
+
+def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
+    """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key), with
+    the config's ``[baselines.<family>]`` tables taking precedence where given."""
+    from families._key import key_fingerprint
+    from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
+
+    merged: dict[str, dict[str, float]] = {}
+    inner = BASELINES_OF_TRAINER.get(cfg.inner.trainer)
+    if inner is not None:
+        path = default_baselines_path(inner)
+        if path.exists():
+            try:
+                merged.update(load_baselines(path, key_fingerprint=key_fingerprint()))
+            except BaselinesError as exc:
+                raise TrainFailed(f"{exc}; re-freeze with `ait baselines --inner {inner} --force`") from None
+    merged.update(cfg.baselines)
+    return merged
+
+
+def missing_baselines(rt: Runtime, families: list[str]) -> None:
+    """A succeeded job is rewarded against its family's frozen best_pre: without one its episode would wait
+    for a reward forever. Refuse to start instead, saying how to get one."""
+    frozen = rt.state("baselines")
+    missing = [f for f in families if best_pre(frozen, f) is None]
+    if missing:
+        raise TrainFailed(
+            f"no frozen baseline for {', '.join(missing)}: freeze them with `ait baselines --inner cpu|gpu` (read "
+            f"from its file for the cpu and prime_rl trainers), give them as [baselines.<family>] in the run "
+            f"config, or drop those families"
+        )
+
+
+def _step_moved(rt: Runtime, seen: int) -> bool:
+    step: int = rt.state("training").step
+    return step != seen
+
+
+def _first_error(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,207 @@
+"""The composition root of ``ait worker``: concrete provider, pod-agent client, tokens and pod specs.
+
+Only this module (and the CLI around it) names concrete adapters; the dispatcher sees ports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import structlog
+
+from adapters.pod.tokens import TOKEN_ENV, PodTokens
+from adapters.provider import PodSpec, Provider, ProviderAuthError
+from engine.rundir import RunDir
+from engine.runtime import Runtime
+from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
+from handlers.budget.rules import BudgetGate, BudgetState
+from handlers.fleet.context import EvalPackages, Ports, SpecFactory
+from handlers.fleet.dispatcher import DispatcherFatal, DispatchSummary
+from handlers.fleet.policy import SEED_LADDER, FleetConfig
+from handlers.fleet.projection import FleetProjection
+from handlers.fleet.queue import QueueProjection
+from handlers.ports.pod_agent import PodAgent
+
+__all__ = ["WorkerSetupError", "dispatch", "dispatch_ports", "fleet_projections", "run_worker", "worker_ports"]
+
+log = structlog.get_logger("ait.worker")
+
+#: What a Runpod pod runs: the agent on the proxied port, its token from the environment. The image carries
+#: ait and the pinned trainer stack; the pins travel as AIT_PIN_* variables and are recorded in pod.requested.
+RUNPOD_START = "ait pod-agent --host 0.0.0.0 --port 8000 --token-env " + TOKEN_ENV + " --trainer {trainer}"
+
+
+class WorkerSetupError(Exception):
+    """The worker cannot start (bad flags, unknown GPU price, missing credentials); the message says why."""
+
+
+def fleet_projections() -> list[Any]:
+    """The domain projections plus the queue and the fleet (once, whether or not the registry has them)."""
+    from handlers.registry import default_projections
+
+    projections: list[Any] = default_projections()
+    names = {p.name for p in projections}
+    projections += [p for p in (QueueProjection(), FleetProjection()) if p.name not in names]
+    return projections
+
+
+def eval_packages() -> EvalPackages:
+    """Hidden eval packages built here, under this engine's installation key (once per family and process)."""
+    import asyncio
+
+    from families.eval_env import pack_eval_package
+
+    built: dict[str, bytes] = {}
+
+    async def package(family: str) -> bytes:
+        if family not in built:
+            built[family] = await asyncio.to_thread(pack_eval_package, family)
+        return built[family]
+
+    return package
+
+
+def _spec_factory(kind: str, config: FleetConfig, image: str, trainer: str) -> SpecFactory:
+    pins = {f"AIT_PIN_{k.upper()}": v for k, v in sorted(config.pins.items())}
+
+    def spec(gpu_type: str, pod_id: str, token: str) -> PodSpec:
+        env = {TOKEN_ENV: token, "AIT_POD_ID": pod_id, **pins}
+        if kind == "runpod":
+            start = RUNPOD_START.format(trainer=trainer)
+            return PodSpec(gpu_type=gpu_type, image=image, agent_port=8000, env=env, args=start)
+        return PodSpec(gpu_type=gpu_type, image=image or kind, env=env)
+
+    return spec
+
+
+@contextlib.asynccontextmanager
+async def worker_ports(
+    args: argparse.Namespace, run_dir: RunDir, config: FleetConfig
+) -> AsyncIterator[tuple[Provider, PodAgent, str]]:
+    """The provider, the pod-agent client, and a one-line description of where pods run."""
+    from adapters.pod.trainers import parse_options
+
+    if args.provider == "local":
+        from adapters.local_provider import LocalProvider
+        from adapters.pod.client import HttpPodAgent
+
+        opts = parse_options(args.trainer_opt)
+        provider = LocalProvider(run_dir.root.parent / ".local-pods", trainer=args.trainer, trainer_options=opts)
+        async with HttpPodAgent() as agent:
+            yield provider, agent, f"local subprocess pods (trainer {args.trainer})"
+    elif args.provider == "runpod":
+        from adapters.pod.client import HttpPodAgent
+        from adapters.runpod import RunpodProvider
+
+        if not args.image:
+            raise WorkerSetupError("--provider runpod needs --image (a container image with ait installed)")
+        try:
+            runpod = RunpodProvider.from_env()
+        except ProviderAuthError as exc:
+            raise WorkerSetupError(str(exc)) from None
+        try:
+            async with HttpPodAgent(timeout_s=60.0) as agent:
+                yield runpod, agent, f"Runpod pods ({args.image})"
+        finally:
+            await runpod.aclose()
+    else:
+        from adapters.pod.inproc import InProcessAgents
+        from adapters.pod.standin import StandinTrainer
+        from adapters.sim import SimProvider
+
+        sim = SimProvider(clock=time.monotonic, provision_median_s=0.5)
+        agents = InProcessAgents(lambda: StandinTrainer(steps=3, step_s=0.2))
+        try:
+            yield sim, agents, "a simulated provider with in-process stand-in agents (nothing real ran)"
+        finally:
+            await agents.close()
+
+
+def _check_prices(prices: PriceTable, config: FleetConfig) -> None:
+    for gpu in config.ladder:
+        try:
+            prices.gpu(gpu)
+        except UnknownPrice as exc:
+            raise WorkerSetupError(f"fleet ladder: {exc}") from None
+
+
+async def run_worker(
+    args: argparse.Namespace, run_dir: RunDir, make_config: Callable[[argparse.Namespace, tuple[str, ...]], Any]
+) -> DispatchSummary:
+    from adapters.sim import DEFAULT_LADDER
+
+    default_ladder = {
+        "local": ("local",),
+        "runpod": SEED_LADDER,
+        "sim": tuple(g.gpu_type for g in DEFAULT_LADDER),
+    }[args.provider]
+    try:
+        config: FleetConfig = make_config(args, default_ladder)
+    except ValueError as exc:
+        raise WorkerSetupError(str(exc)) from None
+    prices = load_prices()
+    _check_prices(prices, config)
+    out = sys.stdout
+    tag = "[SIMULATED] " if args.provider == "sim" else ""
+    # The ports first: a credentials or configuration problem is reported before the run's log is opened.
+    async with worker_ports(args, run_dir, config) as (provider, agent, where):
+        out.write(
+            f"{tag}ait worker: run {run_dir.run_id} on {where}; ladder {', '.join(config.ladder)}; "
+            f"max {config.max_pods} pods{'; until the queue is empty' if args.once else ''}\n"
+        )
+        out.flush()
+        async with Runtime(run_dir.root, fleet_projections()) as rt:
+            if not isinstance(rt.state("budget"), BudgetState) or rt.state("budget").run_cap is None:
+                log.warning("worker.no_run_budget", run=run_dir.run_id)
+            summary = await dispatch(rt, run_dir, args, config, prices, provider, agent)
+    out.write(
+        f"{tag}ait worker: {summary.status}: {summary.succeeded} succeeded, {summary.failed} failed, "
+        f"{summary.waiting} waiting{': ' + summary.message if summary.message else ''}\n"
+    )
+    out.flush()
+    return summary
+
+
+def dispatch_ports(
+    rt: Runtime,
+    run_dir: RunDir,
+    args: argparse.Namespace,
+    config: FleetConfig,
+    prices: PriceTable,
+    provider: Provider,
+    agent: PodAgent,
+) -> Ports:
+    """The dispatcher's ports for an open runtime (``ait train`` runs a long-lived dispatcher on them)."""
+    return Ports(
+        provider=provider,
+        agent=agent,
+        gate=BudgetGate.for_runtime(rt, prices),
+        blobs=run_dir.blobs,
+        tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
+        spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
+        eval_packages=eval_packages(),
+    )
+
+
+async def dispatch(
+    rt: Runtime,
+    run_dir: RunDir,
+    args: argparse.Namespace,
+    config: FleetConfig,
+    prices: PriceTable,
+    provider: Provider,
+    agent: PodAgent,
+) -> DispatchSummary:
+    """Run the dispatcher inside an open runtime (whose projections include the queue and the fleet)."""
+    from handlers.fleet.dispatcher import Dispatcher
+
+    ports = dispatch_ports(rt, run_dir, args, config, prices, provider, agent)
+    try:
+        return await Dispatcher(rt, ports, config, once=args.once).run()
+    except DispatcherFatal as exc:
+        raise WorkerSetupError(str(exc)) from None

@@ -1,0 +1,97 @@
+"""The reward reactor: every finished episode gets exactly one ``reward.computed``.
+
+An episode that did not validate is rewarded when it finishes; a validated one when its job succeeds or
+fails. The inputs come from projections only (episodes, baselines, rewards), so a resumed run computes
+the rewards it still owes and never a second one for an episode already rewarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from engine.runtime import Runtime
+from events import EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
+from handlers.episode.projection import EpisodeState
+from handlers.reward.baseline_projection import best_pre
+from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
+
+__all__ = ["RewardReactor", "inputs_for"]
+
+log = structlog.get_logger(__name__)
+
+
+def inputs_for(ep: EpisodeState, *, best: float | None, job: JobSucceeded | JobFailed | None = None) -> RewardInputs:
+    validated = ep.validated_attempt > 0
+    common: dict[str, Any] = {
+        "episode_id": ep.episode_id,
+        "parseable": ep.parseable,
+        "attempts": ep.validated_attempt if validated else ep.attempts,
+        "validated": validated,
+        "family": ep.family,
+        "budget_refused": ep.reason.split(":", 1)[0] if ep.status == "budget_refused" else "",
+    }
+    if ep.job_id:
+        common.update(job_id=ep.job_id, base_model=ep.job_model, time_budget_s=ep.job_time_budget_s or None)
+    if isinstance(job, JobSucceeded):
+        return RewardInputs(
+            **common,
+            job_status="succeeded",
+            post=job.post,
+            best_pre=best,
+            train_seconds=job.train_seconds,
+        )
+    if isinstance(job, JobFailed):
+        return RewardInputs(**common, job_status="failed", job_failure=job.reason)
+    return RewardInputs(**common)
+
+
+class RewardReactor:
+    """Run with ``runtime.start_reactor(RewardReactor(config))``."""
+
+    def __init__(self, config: RewardConfig | None = None) -> None:
+        self.config = config or RewardConfig()
+
+    async def __call__(self, rt: Runtime, stream: MemoryObjectReceiveStream[Recorded]) -> None:
+        async for rec in stream:
+            ev = rec.event
+            if isinstance(ev, EpisodeFinished) and ev.status != "validated":
+                await self._reward(rt, ev.episode_id, None)
+            elif isinstance(ev, JobSucceeded | JobFailed):
+                await self._reward_job(rt, ev)
+
+    async def catch_up(self, rt: Runtime, records: Iterable[Recorded]) -> int:
+        """On resume: reward what the log owes a reward (a crash between an episode's or a job's end and its
+        ``reward.computed``); the reactor only sees events recorded from now on. Returns how many it emitted."""
+        before = len(rt.state("rewards"))
+        for rec in records:
+            ev = rec.event
+            if isinstance(ev, EpisodeFinished) and ev.status != "validated":
+                await self._reward(rt, ev.episode_id, None)
+            elif isinstance(ev, JobSucceeded | JobFailed):
+                await self._reward_job(rt, ev)
+        return len(rt.state("rewards")) - before
+
+    async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
+        episodes: dict[str, EpisodeState] = rt.state("episodes")
+        owner = next((e for e in episodes.values() if e.job_id == job.job_id), None)
+        if owner is not None:
+            await self._reward(rt, owner.episode_id, job)
+
+    async def _reward(
+        self, rt: Runtime, episode_id: str, job: JobSucceeded | JobFailed | None
+    ) -> RewardComputed | None:
+        if episode_id in rt.state("rewards"):
+            return None  # already rewarded (a resumed run replays its outcome events)
+        ep: EpisodeState = rt.state("episodes")[episode_id]
+        best = best_pre(rt.state("baselines"), ep.family)
+        if isinstance(job, JobSucceeded) and best is None:
+            log.error("reward.no_baseline", family=ep.family, episode_id=episode_id)
+            return None
+        inputs = inputs_for(ep, best=best, job=job)
+        body = compute_reward(inputs, self.config)
+        await rt.emit(body)
+        return body

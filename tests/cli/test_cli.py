@@ -1,0 +1,73 @@
+"""The `ait` entry point: replay and tail on a real run directory, through the console script's main()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from cli import main
+from engine.runtime import Runtime
+from events import JobQueued, RunStarted
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "runs" / "demo"
+
+    async def write() -> None:
+        async with Runtime(run, []) as rt:
+            await rt.emit(RunStarted(run_id="demo", seed=1, code_version="t"))
+            await rt.emit(JobQueued(job_id="j1", episode_id="e1", family="calc_chain", base_model="m", bundle="b"))
+
+    anyio.run(write)
+    return run
+
+
+def test_replay_prints_summary_and_hash(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--runs-root", str(run_dir.parent), "replay", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "events     2 (last seq 1)" in out
+    assert "job.queued" in out
+    assert main(["replay", str(run_dir), "--hash-only"]) == 0
+    digest = capsys.readouterr().out.strip()
+    assert len(digest) == 64 and digest in out
+
+
+def test_tail_filters_and_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tail", str(run_dir / "events.jsonl"), "--type", "job"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "job.queued" in lines[0] and "job_id=j1" in lines[0]
+    assert main(["tail", str(run_dir), "--json"]) == 0
+    raw = capsys.readouterr().out.splitlines()
+    assert raw == (run_dir / "events.jsonl").read_text().splitlines()
+
+
+def test_replay_refuses_a_corrupt_log_naming_the_line(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = run_dir / "events.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[0] = lines[0].replace(b'"seed":1', b'"seed":7')
+    log.write_bytes(b"".join(lines))
+    assert main(["replay", str(run_dir)]) == 2
+    assert "events.jsonl:1" in capsys.readouterr().out
+
+
+def test_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no run at"):
+        main(["--runs-root", str(tmp_path), "replay", "nope"])
+
+
+def test_costs_summarises_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from events import CostSettled, Recorded
+    from handlers.budget.costs_ledger import CostsLedger
+
+    ledger_path = tmp_path / "costs.jsonl"
+    ledger = CostsLedger(ledger_path)
+    for seq, (kind, usd) in enumerate([("episode", 0.25), ("job", 1.5), ("episode", 0.5)]):
+        body = CostSettled(reservation_id=f"r{seq}", kind=kind, ref=f"x{seq}", usd=usd)
+        ledger.record("run-a", Recorded(seq, 1_764_460_800.0 + seq, body))
+    assert main(["costs", "--ledger", str(ledger_path), "--by", "kind"]) == 0
+    out = capsys.readouterr().out
+    assert "episode" in out and "job" in out
+    assert "0.75" in out and "1.50" in out

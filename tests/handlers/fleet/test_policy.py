@@ -1,0 +1,124 @@
+"""The dispatcher's pure decisions: how many pods, which rung, which job onto which pod, when to reap, what is owed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from events import JobFailed, JobRequeued
+from handlers.fleet.policy import (
+    FleetConfig,
+    assignment,
+    attempt_lost,
+    choose_rung,
+    owed_usd,
+    pods_to_request,
+    reap_reason,
+)
+from handlers.fleet.projection import FleetState, PodEntry
+from handlers.fleet.queue import JobEntry, QueueState
+
+counts = st.integers(0, 40)
+
+
+@given(counts, counts, counts, counts, st.integers(1, 20))
+def test_pods_to_request_covers_waiting_work_within_the_cap(
+    waiting: int, available: int, booting: int, busy: int, max_pods: int
+) -> None:
+    live = available + booting + busy
+    n = pods_to_request(waiting=waiting, available=available, booting=booting, live=live, max_pods=max_pods)
+    assert n >= 0
+    assert n == 0 or live + n <= max_pods  # never past the cap
+    assert available + booting + n <= max(waiting, available + booting)  # never more than the work needs
+    if live < max_pods:
+        assert available + booting + n >= min(waiting, available + booting + max_pods - live)  # enough, if allowed
+
+
+def test_the_ladder_skips_rungs_out_of_stock_until_their_cooldown_passes() -> None:
+    cfg = FleetConfig(ladder=("A", "B", "C"), stockout_cooldown_s=100.0)
+    fleet = FleetState(stockouts={"A": 1000.0, "B": 1050.0})
+    assert choose_rung(fleet, cfg, 1060.0) == (2, "C")
+    assert choose_rung(fleet, cfg, 1100.0) == (0, "A")  # A's cooldown is over: back to the preferred type
+    fleet.stockouts["C"] = 1060.0
+    assert choose_rung(fleet, cfg, 1070.0) is None
+
+
+def job(job_id: str, order: int, status: str = "queued", attempts: int = 0) -> JobEntry:
+    return JobEntry(
+        job_id=job_id,
+        episode_id="e",
+        family="f",
+        base_model="m",
+        bundle="b",
+        order=order,
+        status=status,
+        attempts=attempts,
+    )
+
+
+def test_the_oldest_job_goes_to_the_pod_idle_longest() -> None:
+    queue = QueueState(jobs={"b": job("b", 5, "requeued", 1), "a": job("a", 9), "c": job("c", 1, "running", 1)})
+    fleet = FleetState(
+        pods={
+            "p0": PodEntry(pod_id="p0", status="idle", idle_since=50.0),
+            "p1": PodEntry(pod_id="p1", status="ready", idle_since=20.0),
+            "p2": PodEntry(pod_id="p2", status="idle", idle_since=10.0, draining=True),
+            "p3": PodEntry(pod_id="p3", status="busy"),
+        }
+    )
+    a = assignment(queue, fleet)
+    assert a is not None and (a.job_id, a.pod_id, a.attempt) == ("b", "p1", 2)
+    assert assignment(QueueState(), fleet) is None
+
+
+def test_a_lost_attempt_is_requeued_until_the_attempts_are_spent() -> None:
+    cfg = FleetConfig(max_attempts=2)
+    first = job("j", 0, "running", 1)
+    first.key, first.pod_id = "k1", "p0"
+    out = attempt_lost(first, "k1", "pod died", cfg)
+    assert isinstance(out, JobRequeued) and (out.key, out.attempt, out.pod_id) == ("k1", 1, "p0")
+    assert attempt_lost(first, "stale-key", "pod died", cfg) is None
+    second = job("j", 0, "assigned", 2)
+    second.key = "k2"
+    out = attempt_lost(second, "k2", "pod died", cfg)
+    assert isinstance(out, JobFailed) and out.reason == "pod_lost" and "2 attempt" in out.detail
+
+
+def test_reaping() -> None:
+    cfg = FleetConfig(idle_ttl_s=60.0)
+    idle = PodEntry(pod_id="p", status="idle", idle_since=100.0)
+    assert reap_reason(idle, cfg, 159.0, drained=False) is None
+    assert reap_reason(idle, cfg, 160.0, drained=False) == "idle_ttl"
+    assert reap_reason(idle, cfg, 101.0, drained=True) == "drained"
+    assert reap_reason(PodEntry(pod_id="p", status="idle", idle_since=100.0, draining=True), cfg, 101.0, drained=False)
+    assert reap_reason(PodEntry(pod_id="p", status="busy"), cfg, 1e9, drained=True) is None
+
+
+def test_owed_gpu_time() -> None:
+    pod = PodEntry(pod_id="p", created_ts=1000.0, charged_usd=0.5)
+    assert owed_usd(pod, 3600.0, 1002.0) == (1.5, 2.0)  # $1/s for 2 s, $0.5 already paid
+    assert owed_usd(pod, 3600.0, 999.0) == (0.0, 0.0)
+    assert owed_usd(PodEntry(pod_id="q"), 3600.0, 5000.0) == (0.0, 0.0)  # never created: nothing billed
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"max_pods": 0}, "max_pods"),
+        ({"ladder": []}, "ladder"),
+        ({"ladder": ["A", "A"]}, "twice"),
+        ({"idle_ttl_s": -1}, "idle_ttl_s"),
+        ({"tick_s": 0}, "tick_s"),
+        ({"max_podz": 3}, "unknown key"),
+        ({"max_pods": "many"}, "max_pods"),
+    ],
+)
+def test_bad_fleet_config_names_the_key(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        FleetConfig.from_mapping(table, source="run.toml")
+
+
+def test_fleet_config_from_a_table() -> None:
+    cfg = FleetConfig.from_mapping({"max_pods": 4, "ladder": ["NVIDIA A40"], "pins": {"prime_rl": "abc123"}})
+    assert (cfg.max_pods, cfg.ladder, cfg.pins) == (4, ("NVIDIA A40",), {"prime_rl": "abc123"})
