@@ -20,6 +20,9 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from handlers.episode.projection import EpisodesProjection
+from handlers.reward.projection import RewardsProjection
+
 __all__ = ["EpisodeDeps", "register", "run_episode"]
 
 # A job runner drains the run's queue until the given job has an outcome event in the log.
@@ -150,13 +153,13 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
                 return 0
             await deps.job_runner(rt, job_id)
         with anyio.move_on_after(30):
-            await rt.wait_until(lambda: episode_id in rt.state("rewards"))
-        if episode_id not in rt.state("rewards"):
+            await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection))
+        if episode_id not in rt.state(RewardsProjection):
             console.print("[red]no reward was computed (see the log: a job result without a frozen baseline?)[/red]")
             return 1
-        reward = rt.state("rewards")[episode_id]
+        reward = rt.state(RewardsProjection)[episode_id]
         console.print(explain(reward))
-        ep = rt.state("episodes")[episode_id]
+        ep = rt.state(EpisodesProjection)[episode_id]
         spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
         console.print(
             f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; cost ${spent:.4f}"
@@ -167,7 +170,7 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
 
 
 def _usage_line(rt: Any, ledger: Any, episode_id: str) -> str:
-    ep = rt.state("episodes")[episode_id]
+    ep = rt.state(EpisodesProjection)[episode_id]
     spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
     return (
         f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; "

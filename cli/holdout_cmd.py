@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from handlers.episode.projection import EpisodesProjection
+
 __all__ = ["register"]
 
 
@@ -144,7 +146,7 @@ async def holdout(
             gate=BudgetGate.for_runtime(rt, load_prices()),
             group_prefix=group,
         )
-        already = sum(1 for e in rt.state("episodes").values() if e.group_id.startswith("holdout"))
+        already = sum(1 for e in rt.state(EpisodesProjection).values() if e.group_id.startswith("holdout"))
         rng = random.Random(f"{cfg.run.seed}:holdout:{already}")
         tasks = [(f"ho{already + i:05d}", TaskRef(family=family, index=rng.randrange(10_000))) for i in range(n)]
         ids = [eid for eid, _ in tasks]

@@ -26,13 +26,18 @@ from engine.runtime import Runtime
 from events import EventBody, JobQueued
 from families.spec import TaskSpec, load_spec
 from handlers.budget.rules import BudgetGate
+from handlers.episode.projection import EpisodesProjection
 from handlers.episode.resume import resume_point
 from handlers.episode.runner import EpisodeOutcome, EpisodeRunner, EpisodeSetup
 from handlers.episode.setup import opening_messages, template_files
+from handlers.fleet.queue import QueueProjection
 from handlers.ports.policy import AgentPolicy
 from handlers.ports.validator import Validator
+from handlers.reward.baseline_projection import BaselinesProjection
+from handlers.reward.projection import RewardsProjection
 from handlers.training import FinishedEpisode, TaskRef
 from handlers.training.episodes import turn_from_training
+from handlers.training.projection import TrainingProjection
 
 __all__ = ["OuterEpisodes", "PolicyFactory"]
 
@@ -90,7 +95,7 @@ class OuterEpisodes:
 
     async def __call__(self, episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
         await self.run_to_reward(episode_id, task, version, path)
-        training = self.rt.state("training").episodes.get(episode_id)
+        training = self.rt.state(TrainingProjection).episodes.get(episode_id)
         blobs = training.turn_blobs if training is not None else []
         turns = []
         for blob in blobs:
@@ -101,18 +106,18 @@ class OuterEpisodes:
             episode_id=episode_id,
             task_id=task.task_id,
             sampler_version=version,
-            reward=self.rt.state("rewards")[episode_id].reward,
+            reward=self.rt.state(RewardsProjection)[episode_id].reward,
             turns=turns,
         )
 
     async def run_to_reward(self, episode_id: str, task: TaskRef, version: int, path: str) -> None:
         rt = self.rt
-        if episode_id not in rt.state("rewards"):
-            training = rt.state("training").episodes.get(episode_id)
+        if episode_id not in rt.state(RewardsProjection):
+            training = rt.state(TrainingProjection).episodes.get(episode_id)
             group_id = training.group_id if training is not None else self.group_prefix
             setup = self._setup(episode_id, task, version, group_id)
             point = None
-            if episode_id in rt.state("episodes"):
+            if episode_id in rt.state(EpisodesProjection):
                 history = self.histories.pop(episode_id, None)
                 if history is None:
                     raise RuntimeError(f"episode {episode_id} is in the log but was not read back for resume")
@@ -121,11 +126,11 @@ class OuterEpisodes:
             outcome = await EpisodeRunner(rt, self.blobs, policy, self.validator, self.gate).run(setup, point)
             if outcome.status == "validated":
                 await self._queue_job(setup, outcome)
-            await rt.wait_until(lambda: episode_id in rt.state("rewards"))
+            await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection))
 
     async def _queue_job(self, setup: EpisodeSetup, outcome: EpisodeOutcome) -> None:
         job_id = f"job-{setup.episode_id}"
-        if job_id in self.rt.state("queue").jobs:
+        if job_id in self.rt.state(QueueProjection).jobs:
             return  # queued before the crash: the dispatcher has it
         if outcome.job is None or not outcome.bundle:
             raise RuntimeError(f"episode {setup.episode_id}: validated but its job.toml or bundle is missing")
@@ -142,5 +147,5 @@ class OuterEpisodes:
 
 
 def _frozen(rt: Runtime, family: str) -> dict[str, float]:
-    scores: dict[str, float] = rt.state("baselines").get(family, {})
+    scores: dict[str, float] = rt.state(BaselinesProjection).get(family, {})
     return dict(scores)

@@ -37,11 +37,12 @@ from handlers.budget.rules import BudgetGate
 from handlers.episode.resume import episode_histories
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.registry import default_projections
-from handlers.reward.baseline_projection import best_pre
+from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig
 from handlers.reward.reactor import RewardReactor
 from handlers.run.start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
+from handlers.training.projection import TrainingProjection
 
 __all__ = ["TrainFailed", "train"]
 
@@ -92,7 +93,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
         owed = await rewarder.catch_up(rt, records) if resumed else 0
-        state: TrainingState = rt.state("training")
+        state: TrainingState = rt.state(TrainingProjection)
         reopened = open_groups(state)
         histories = episode_histories(records, [e for g in reopened for e in g.episode_ids])
         del records
@@ -119,7 +120,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
                             seen = -1
                             while True:
                                 await rt.wait_until(functools.partial(_step_moved, rt, seen))
-                                seen = rt.state("training").step
+                                seen = rt.state(TrainingProjection).step
                                 bar.update(completed=seen)
 
                         tg.start_soon(follow)
@@ -162,7 +163,7 @@ def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
 def missing_baselines(rt: Runtime, families: list[str]) -> None:
     """A succeeded job is rewarded against its family's frozen best_pre: without one its episode would wait
     for a reward forever. Refuse to start instead, saying how to get one."""
-    frozen = rt.state("baselines")
+    frozen = rt.state(BaselinesProjection)
     missing = [f for f in families if best_pre(frozen, f) is None]
     if missing:
         raise TrainFailed(
@@ -173,7 +174,7 @@ def missing_baselines(rt: Runtime, families: list[str]) -> None:
 
 
 def _step_moved(rt: Runtime, seen: int) -> bool:
-    step: int = rt.state("training").step
+    step: int = rt.state(TrainingProjection).step
     return step != seen
 
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from handlers.budget.rules import BudgetProjection
+from handlers.fleet.queue import QueueProjection
+from handlers.reward.projection import RewardsProjection
 from handlers.training import TrainingState
+from handlers.training.projection import TrainingProjection
 
 __all__ = ["summary_lines"]
 
 
 def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
-    training: TrainingState = rt.state("training")
-    rewards = rt.state("rewards")
-    queue = rt.state("queue")
-    budget = rt.state("budget")
+    training: TrainingState = rt.state(TrainingProjection)
+    rewards = rt.state(RewardsProjection)
+    queue = rt.state(QueueProjection)
+    budget = rt.state(BudgetProjection)
     lines = [f"run {rt.run_id}: {training.step} learner step(s) applied, sampler v{training.sampler_version}"]
     for key in sorted(training.steps, key=int):
         rec = training.steps[key]

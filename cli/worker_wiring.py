@@ -19,7 +19,7 @@ from adapters.provider import PodSpec, Provider, ProviderAuthError
 from engine.rundir import RunDir
 from engine.runtime import Runtime
 from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
-from handlers.budget.rules import BudgetGate, BudgetState
+from handlers.budget.rules import BudgetGate, BudgetProjection, BudgetState
 from handlers.fleet.context import EvalPackages, Ports, SpecFactory
 from handlers.fleet.dispatcher import DispatcherFatal, DispatchSummary
 from handlers.fleet.policy import SEED_LADDER, FleetConfig
@@ -156,7 +156,7 @@ async def run_worker(
         )
         out.flush()
         async with Runtime(run_dir.root, fleet_projections()) as rt:
-            if not isinstance(rt.state("budget"), BudgetState) or rt.state("budget").run_cap is None:
+            if not isinstance(rt.state(BudgetProjection), BudgetState) or rt.state(BudgetProjection).run_cap is None:
                 log.warning("worker.no_run_budget", run=run_dir.run_id)
             summary = await dispatch(rt, run_dir, args, config, prices, provider, agent)
     out.write(

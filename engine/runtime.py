@@ -165,9 +165,10 @@ class Runtime:
 
     # -- state -------------------------------------------------------------------------------------
 
-    def state(self, projection: Projection[S] | str) -> Any:
-        name = projection if isinstance(projection, str) else projection.name
-        return self.states[name]
+    def state(self, projection: type[Projection[S]] | Projection[S]) -> S:
+        """The live state of ``projection`` (its class or the installed instance), typed as that projection's."""
+        value: S = self.states[projection.name]
+        return value
 
     def state_hash(self) -> str:
         return state_hash(self.projections, self.states)

@@ -418,11 +418,11 @@ class BudgetGate:
         self.prices = prices
 
     @classmethod
-    def for_runtime(cls, runtime: Runtime, prices: PriceTable | None = None, projection: str = "budget") -> BudgetGate:
-        """The gate over a runtime whose projections include a :class:`BudgetProjection` named ``projection``."""
-        if not isinstance(runtime.state(projection), BudgetState):
-            raise TypeError(f"runtime projection {projection!r} is not a BudgetProjection")
-        return cls(runtime.emit, lambda: runtime.state(projection), prices)
+    def for_runtime(cls, runtime: Runtime, prices: PriceTable | None = None) -> BudgetGate:
+        """The gate over a runtime whose projections include a :class:`BudgetProjection`."""
+        if not isinstance(runtime.state(BudgetProjection), BudgetState):
+            raise TypeError("the runtime has no BudgetProjection")
+        return cls(runtime.emit, lambda: runtime.state(BudgetProjection), prices)
 
     @property
     def state(self) -> BudgetState:

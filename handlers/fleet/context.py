@@ -17,10 +17,10 @@ import structlog
 from engine.blobs import BlobStore
 from engine.clock import Clock
 from events import EventBody, Recorded
-from handlers.budget.rules import BudgetGate, BudgetState
+from handlers.budget.rules import BudgetGate, BudgetProjection, BudgetState
 from handlers.fleet.policy import FleetConfig
-from handlers.fleet.projection import FleetState
-from handlers.fleet.queue import QueueState
+from handlers.fleet.projection import FleetProjection, FleetState
+from handlers.fleet.queue import QueueProjection, QueueState
 from handlers.ports.pod_agent import PodAgent
 from handlers.ports.provider import PodSpec, Provider, pod_name
 
@@ -55,9 +55,6 @@ class DispatchContext:
     ports: Ports
     config: FleetConfig
     clock: Clock
-    queue_name: str = "queue"
-    fleet_name: str = "fleet"
-    budget_name: str = "budget"
     #: a provision failure no retry will fix ("auth: ..."): no more launches
     blocked: str = ""
     #: pod id -> the clock's time of its agent's last good answer
@@ -73,16 +70,13 @@ class DispatchContext:
         return self.clock.now()
 
     def queue(self) -> QueueState:
-        state: QueueState = self.runtime.state(self.queue_name)
-        return state
+        return self.runtime.state(QueueProjection)
 
     def fleet(self) -> FleetState:
-        state: FleetState = self.runtime.state(self.fleet_name)
-        return state
+        return self.runtime.state(FleetProjection)
 
     def budget(self) -> BudgetState:
-        state: BudgetState = self.runtime.state(self.budget_name)
-        return state
+        return self.runtime.state(BudgetProjection)
 
     def pod_name(self, pod_id: str) -> str:
         return pod_name(self.run_id, pod_id)

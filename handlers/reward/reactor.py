@@ -15,9 +15,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.runtime import Runtime
 from events import EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
-from handlers.episode.projection import EpisodeState
-from handlers.reward.baseline_projection import best_pre
+from handlers.episode.projection import EpisodesProjection, EpisodeState
+from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
+from handlers.reward.projection import RewardsProjection
 
 __all__ = ["RewardReactor", "inputs_for"]
 
@@ -66,17 +67,17 @@ class RewardReactor:
     async def catch_up(self, rt: Runtime, records: Iterable[Recorded]) -> int:
         """On resume: reward what the log owes a reward (a crash between an episode's or a job's end and its
         ``reward.computed``); the reactor only sees events recorded from now on. Returns how many it emitted."""
-        before = len(rt.state("rewards"))
+        before = len(rt.state(RewardsProjection))
         for rec in records:
             ev = rec.event
             if isinstance(ev, EpisodeFinished) and ev.status != "validated":
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
                 await self._reward_job(rt, ev)
-        return len(rt.state("rewards")) - before
+        return len(rt.state(RewardsProjection)) - before
 
     async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
-        episodes: dict[str, EpisodeState] = rt.state("episodes")
+        episodes: dict[str, EpisodeState] = rt.state(EpisodesProjection)
         owner = next((e for e in episodes.values() if e.job_id == job.job_id), None)
         if owner is not None:
             await self._reward(rt, owner.episode_id, job)
@@ -84,10 +85,10 @@ class RewardReactor:
     async def _reward(
         self, rt: Runtime, episode_id: str, job: JobSucceeded | JobFailed | None
     ) -> RewardComputed | None:
-        if episode_id in rt.state("rewards"):
+        if episode_id in rt.state(RewardsProjection):
             return None  # already rewarded (a resumed run replays its outcome events)
-        ep: EpisodeState = rt.state("episodes")[episode_id]
-        best = best_pre(rt.state("baselines"), ep.family)
+        ep: EpisodeState = rt.state(EpisodesProjection)[episode_id]
+        best = best_pre(rt.state(BaselinesProjection), ep.family)
         if isinstance(job, JobSucceeded) and best is None:
             log.error("reward.no_baseline", family=ep.family, episode_id=episode_id)
             return None

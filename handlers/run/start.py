@@ -20,6 +20,7 @@ from engine.runtime import Runtime
 from events import BaselineFrozen, CostSettled, Recorded, RunResumed, RunStarted
 from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.rules import BudgetConfig, BudgetGate, budget_set
+from handlers.reward.baseline_projection import BaselinesProjection
 
 __all__ = ["LedgerReactor", "code_version", "open_run"]
 
@@ -77,7 +78,7 @@ async def open_run(
     if resumed:
         await BudgetGate.for_runtime(rt).settle_orphans()
         ledger.sync(rt.run_id, read_log(rt.log.path).records)
-    frozen: dict[str, dict[str, float]] = rt.state("baselines")
+    frozen: dict[str, dict[str, float]] = rt.state(BaselinesProjection)
     for family in sorted(baselines):
         for model, score in sorted(baselines[family].items()):
             if frozen.get(family, {}).get(model) != score:

@@ -44,6 +44,7 @@ from handlers.budget.rules import BudgetGate
 from handlers.fleet.context import Ports
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.fleet.policy import FleetConfig
+from handlers.fleet.projection import FleetProjection
 from tests.fakes.fleet import StockOutProvider
 from tests.handlers.fleet.fleet_world import projections, queue_jobs, spec
 
@@ -193,7 +194,7 @@ async def test_stock_out_on_the_first_rung_uses_the_next_with_local_pods(tmp_pat
             spec_for=spec,
         )
         summary = await Dispatcher(rt, ports, config, once=True).run()
-        fleet = rt.state("fleet")
+        fleet = rt.state(FleetProjection)
     assert summary.succeeded == 1
     evs = [r.event for r in read_log(tmp_path / "r3" / "events.jsonl").records]
     assert [(e.kind, e.gpu_type) for e in evs if isinstance(e, PodProvisionFailed)] == [("stock_out", ladder[0])]

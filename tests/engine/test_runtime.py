@@ -18,7 +18,7 @@ from engine.log import LogFatalError, read_log
 from engine.projection import state_hash
 from engine.runtime import Runtime
 from events import JobQueued, JobStarted, PodProvisionFailed, PodReady, PodRequested, Recorded
-from tests.engine.spine_model import Model, body_for, fold_all, live_states, projections
+from tests.engine.spine_model import JobsProjection, Model, body_for, fold_all, live_states, projections
 
 
 def queued(job: str) -> JobQueued:
@@ -42,10 +42,10 @@ async def test_projections_see_the_event_before_emit_first_awaits(tmp_path: Path
     """Check-then-emit with no await in between is atomic: 50 tasks racing to queue one job queue it once."""
     async with Runtime(tmp_path, projections(), durability="none") as rt:
         rec, _done = rt.emit_nowait(queued("j"))
-        assert rt.state("t_jobs") == {"j": "queued"} and rec.seq == 0
+        assert rt.state(JobsProjection) == {"j": "queued"} and rec.seq == 0
 
         async def queue_once(job: str) -> None:
-            if job not in rt.state("t_jobs"):
+            if job not in rt.state(JobsProjection):
                 await rt.emit(queued(job))
 
         async with anyio.create_task_group() as tg:
@@ -119,7 +119,9 @@ async def test_a_reactor_may_emit(tmp_path: Path) -> None:
         async for rec in stream:
             if isinstance(rec.event, JobQueued):
                 await rt.emit(JobStarted(job_id=rec.event.job_id, pod_id="pod"))
-            if len(rt.state("t_jobs")) == 30 and all(v.startswith("running") for v in rt.state("t_jobs").values()):
+            if len(rt.state(JobsProjection)) == 30 and all(
+                v.startswith("running") for v in rt.state(JobsProjection).values()
+            ):
                 done.set()
 
     async with Runtime(tmp_path, projections(), durability="none") as rt:

@@ -172,7 +172,7 @@ async def test_concurrent_snapshots_never_leave_a_mangled_file(tmp_path: Path) -
         async with anyio.create_task_group() as tg:
             for k in range(12):
                 tg.start_soon(produce, rt, k)
-        state_sizes = len(rt.state("t_jobs"))
+        state_sizes = len(rt.state(JobsProjection))
         live = rt.state_hash()
     assert state_sizes == 96
     loaded = load_snapshot(tmp_path, all_projections())

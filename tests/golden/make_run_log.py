@@ -76,12 +76,13 @@ from events import (
     WorkspaceFileWritten,
 )
 from handlers.budget.prices import PriceTable, parse_prices
-from handlers.budget.rules import BudgetConfig, BudgetGate, budget_set
+from handlers.budget.rules import BudgetConfig, BudgetGate, BudgetProjection, budget_set
 from handlers.episode.bundle import make_bundle
 from handlers.fleet.projection import FleetProjection, pod_ref
 from handlers.fleet.queue import QueueProjection
 from handlers.registry import default_projections
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
+from handlers.reward.projection import RewardsProjection
 
 __all__ = ["OUT", "RUN_ID", "generate", "main"]
 
@@ -302,7 +303,7 @@ class World:
         self.rt = rt
         self.blobs = blobs
         self.sim = Sim(clock)
-        self.gate = BudgetGate(rt.emit, lambda: rt.state("budget"), PRICES)
+        self.gate = BudgetGate(rt.emit, lambda: rt.state(BudgetProjection), PRICES)
         self.reward_config = RewardConfig()
         self.pods: dict[str, Pod] = {}
         self.jobs: dict[str, Job] = {}
@@ -416,7 +417,7 @@ class World:
     async def trained(self, step: int, reservation: str, usd: float, tokens: int) -> None:
         await self.gate.settle(reservation, usd, price_version=PRICES.label, note=f"train_tokens={tokens}")
         rng = self.rng(f"lora:{step}")
-        rewards = [self.rt.state("rewards")[e.episode_id].reward for e in self.batches[step]]
+        rewards = [self.rt.state(RewardsProjection)[e.episode_id].reward for e in self.batches[step]]
         metrics = {
             "loss": round(0.42 - 0.06 * step + rng.uniform(-0.02, 0.02), 4),
             "reward_mean": round(sum(rewards) / len(rewards), 6),
@@ -840,7 +841,7 @@ class World:
 
     async def terminated(self, pod_id: str, reason: str, *, final: bool) -> None:
         pod = self.pods[pod_id]
-        key = self.rt.state("fleet").pods[pod_id].terminate_key  # the pod.terminating request's key
+        key = self.rt.state(FleetProjection).pods[pod_id].terminate_key  # the pod.terminating request's key
         await self.emit(PodTerminated(key=key, pod_id=pod_id, reason=reason))
         await self.bill(pod, final=True)
         pod.status = "gone"
@@ -887,12 +888,12 @@ async def _write(directory: Path) -> None:
         world = World(rt, BlobStore(directory / "blobs"), clock)
         await world.start()
         await world.sim.run()
-        queue, fleet = rt.state("queue"), rt.state("fleet")
+        queue, fleet = rt.state(QueueProjection), rt.state(FleetProjection)
         if queue.anomalies or fleet.anomalies:
             raise AssertionError(
                 f"golden run does not fit the lifecycles: queue {queue.anomalies}, fleet {fleet.anomalies}"
             )
-        if rt.state("budget").overrun or rt.state("budget").open:
+        if rt.state(BudgetProjection).overrun or rt.state(BudgetProjection).open:
             raise AssertionError("golden run left an overrun or an open reservation")
         if rt.pending_requests():
             raise AssertionError(f"golden run left requests without an outcome: {rt.pending_requests()}")

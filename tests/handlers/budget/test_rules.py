@@ -253,10 +253,10 @@ async def _concurrent_spend(
             if racy:  # the bug the gate prevents: a suspension between the decision and the emit
                 await anyio.lowlevel.checkpoint()
             rec = await rt.emit(body)
-            seen.append(msgspec.json.decode(ENC.encode(rt.state("budget")), type=BudgetState))
+            seen.append(msgspec.json.decode(ENC.encode(rt.state(BudgetProjection)), type=BudgetState))
             return rec
 
-        gate = BudgetGate(emit, lambda: rt.state("budget"))
+        gate = BudgetGate(emit, lambda: rt.state(BudgetProjection))
         refused = 0
 
         async def one(i: int, episode: str, usd: float, fraction: float, yields: int) -> None:
@@ -272,7 +272,7 @@ async def _concurrent_spend(
         async with anyio.create_task_group() as tg:
             for i, (episode, usd, fraction, yields) in enumerate(plan):
                 tg.start_soon(one, i, episode, usd, fraction, yields)
-        return rt.state("budget"), refused, seen
+        return rt.state(BudgetProjection), refused, seen
 
 
 plans = st.lists(

@@ -32,6 +32,7 @@ from events import (
     PodTerminating,
     Recorded,
 )
+from handlers.budget.rules import BudgetProjection
 from handlers.fleet.dispatcher import DispatcherFatal
 from handlers.fleet.projection import LIVE, FleetProjection
 from handlers.fleet.queue import QueueProjection
@@ -68,7 +69,7 @@ async def test_drains_the_queue_within_the_pod_cap_and_terminates_every_pod(tmp_
     async with world.runtime() as rt:
         await queue_jobs(rt, world.blobs, 5)
         summary = await world.dispatcher(rt).run()
-        queue = rt.state("queue")
+        queue = rt.state(QueueProjection)
         pending = rt.pending_requests()
     assert (summary.status, summary.succeeded, summary.waiting) == ("drained", 5, 0)
     assert pending == []  # every request (launch, attempt, termination) got its outcome, with its key
@@ -93,7 +94,7 @@ async def test_a_pod_that_dies_mid_job_requeues_it_and_it_finishes_exactly_once(
             await anyio.sleep(0.01)
             started = [r.event for r in rt_records(rt) if isinstance(r.event, JobStarted)]
             if started:
-                pod = rt.state("fleet").pods[started[0].pod_id]
+                pod = rt.state(FleetProjection).pods[started[0].pod_id]
                 provider.kill(pod.provider_id)
                 await world.agents.kill(pod.url)
                 killed.append(started[0].job_id)
@@ -132,7 +133,7 @@ async def test_a_job_whose_pods_keep_dying_fails_after_max_attempts(tmp_path: Pa
             for e in world.events(JobStarted):
                 if e.pod_id not in seen:
                     seen.add(e.pod_id)
-                    pod = rt.state("fleet").pods[e.pod_id]
+                    pod = rt.state(FleetProjection).pods[e.pod_id]
                     provider.kill(pod.provider_id)
                     await world.agents.kill(pod.url)
 
@@ -155,7 +156,7 @@ async def test_stock_out_on_the_first_rung_uses_the_next(tmp_path: Path) -> None
     async with world.runtime() as rt:
         await queue_jobs(rt, world.blobs, 1)
         summary = await world.dispatcher(rt).run()
-        stockouts = rt.state("fleet").stockouts
+        stockouts = rt.state(FleetProjection).stockouts
     assert summary.succeeded == 1
     failed = world.events(PodProvisionFailed)
     assert [(e.kind, e.gpu_type) for e in failed] == [("stock_out", "A")]
@@ -198,7 +199,7 @@ async def test_a_budget_for_one_pod_runs_every_job_on_that_pod(tmp_path: Path) -
         await rt.emit(budget(run_usd=1.5))
         await queue_jobs(rt, world.blobs, 3)
         summary = await world.dispatcher(rt).run()
-        spent = rt.state("budget")
+        spent = rt.state(BudgetProjection)
     assert summary.succeeded == 3
     assert len(world.events(PodRequested)) == 1
     assert len(world.events(CostRefused)) == 1  # the second pod, once: no refusal storm
@@ -218,8 +219,8 @@ async def test_gpu_time_is_reserved_in_chunks_and_settled_for_what_ran(tmp_path:
     async with world.runtime() as rt:
         await queue_jobs(rt, world.blobs, 1)
         await world.dispatcher(rt).run()
-        spent = rt.state("budget")
-        pod = rt.state("fleet").pods["p0"]
+        spent = rt.state(BudgetProjection)
+        pod = rt.state(FleetProjection).pods["p0"]
     reserved = [e for e in world.events(CostReserved) if e.ref == "pod:p0"]
     settled = [e for e in world.events(CostSettled) if e.ref == "pod:p0"]
     assert len(reserved) >= 3 and len(settled) == len(reserved)  # rolled over while the job ran
@@ -265,7 +266,7 @@ async def test_a_pod_whose_bootstrap_fails_is_terminated_and_replaced(tmp_path: 
         await queue_jobs(rt, world.blobs, 1)
         with anyio.move_on_after(0.8):
             await world.dispatcher(rt).run()
-        fleet = rt.state("fleet")
+        fleet = rt.state(FleetProjection)
     failures = world.events(PodProvisionFailed)
     assert failures and failures[0].kind == "bootstrap" and failures[0].provider_id
     assert fleet.pods["p0"].status == "gone" and provider.terminated[0] == failures[0].provider_id
@@ -318,10 +319,10 @@ async def test_resume_reconciles_a_running_job_instead_of_running_it_again(tmp_p
             while len(world.events(JobStarted)) < 2:
                 await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
-        assert rt.state("queue").counts == {"running": 2}
+        assert rt.state(QueueProjection).counts == {"running": 2}
     async with world.runtime() as rt:
         summary = await world.dispatcher(rt).run()
-        queue = rt.state("queue")
+        queue = rt.state(QueueProjection)
     assert summary.succeeded == 2 and {j.attempts for j in queue.jobs.values()} == {1}
     assert sorted(call.job_id for t in trainers for call in t.calls) == ["j0", "j1"]  # each ran once
     assert len(world.events(JobStarted)) == 2 and len(world.events(PodRequested)) == 2
@@ -363,7 +364,7 @@ async def test_random_pod_deaths_never_lose_or_duplicate_a_job(tmp_path: Path, s
     async def chaos() -> None:
         while len(kills) < 6:
             await anyio.sleep(rng.uniform(0.02, 0.2))
-            pods = sorted(rt.state("fleet").pods.values(), key=lambda p: p.pod_id)
+            pods = sorted(rt.state(FleetProjection).pods.values(), key=lambda p: p.pod_id)
             live = [p for p in pods if p.status in ("ready", "busy", "idle")]
             if live:
                 victim = rng.choice(live)
@@ -377,7 +378,7 @@ async def test_random_pod_deaths_never_lose_or_duplicate_a_job(tmp_path: Path, s
             tg.start_soon(chaos)
             summary = await world.dispatcher(rt).run()
             tg.cancel_scope.cancel()
-        jobs = rt.state("queue").jobs
+        jobs = rt.state(QueueProjection).jobs
         assert rt.pending_requests() == []
     assert summary.waiting == 0 and summary.succeeded + summary.failed == 8
     check_invariants(world.records(), max_pods=3)

@@ -90,7 +90,7 @@ async def test_events_and_file_agree_through_the_runtime(tmp_path: Path) -> None
             created="2026-11-30",
             emit=rt.emit,
         )
-        assert rt.state("baselines") == load_baselines(path)
+        assert rt.state(BaselinesProjection) == load_baselines(path)
     # A run copies the frozen values into its own log: same state from the events alone.
     proj = BaselinesProjection()
     state = proj.initial()

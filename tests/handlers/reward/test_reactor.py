@@ -20,6 +20,7 @@ from events import (
     SubmissionValidated,
 )
 from handlers.registry import default_projections
+from handlers.reward.projection import RewardsProjection
 from handlers.reward.reactor import RewardReactor
 
 
@@ -41,9 +42,9 @@ async def _run(tmp_path: Path, events: list[Event]) -> dict[str, object]:
         for ev in events:
             await rt.emit(ev)
         with anyio.fail_after(5):
-            while len(rt.state("rewards")) < 3:
+            while len(rt.state(RewardsProjection)) < 3:
                 await anyio.sleep(0.01)
-        return dict(rt.state("rewards"))
+        return dict(rt.state(RewardsProjection))
 
 
 def test_each_episode_gets_its_reward_from_its_outcome(tmp_path: Path) -> None:
