@@ -6,14 +6,30 @@ sandboxed probe, local subprocess pods running the embedded CPU trainer, and the
 
 from __future__ import annotations
 
-import argparse
 import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.episode_cmd import EpisodeDeps
+from cli.options import EpisodeOptions, WorkerOptions
 
-__all__ = ["REPO", "default_deps", "make_policy"]
+__all__ = ["REPO", "EpisodeDeps", "JobRunner", "default_deps", "make_policy"]
+
+# A job runner drains the run's queue until the given job has an outcome event in the log.
+JobRunner = Callable[[Any, str], Awaitable[None]]
+
+
+@dataclass
+class EpisodeDeps:
+    """The concrete adapters, chosen by the CLI (tests inject fakes)."""
+
+    policy: Any  # handlers.ports.policy.AgentPolicy
+    validator: Any  # handlers.ports.validator.Validator
+    job_runner: JobRunner | None  # None: stop after validation
+    baselines: dict[str, dict[str, float]]
+    ran_on: dict[str, str]  # what each part ran on, printed at the end
+
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORIES = REPO / "fixtures" / "trajectories"
@@ -43,7 +59,7 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
 
 
 def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], str]:
-    from families._key import key_fingerprint
+    from families import key_fingerprint
     from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
 
     if trainer not in INNER_OF:
@@ -90,7 +106,7 @@ def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str
     return load_baselines(path, key_fingerprint=fingerprint)
 
 
-def default_deps(args: argparse.Namespace) -> EpisodeDeps:
+def default_deps(args: EpisodeOptions) -> EpisodeDeps:
     from adapters.probe import ProbeValidator
     from families.spec import load_spec
 
@@ -119,9 +135,7 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
         from handlers.budget.prices import load_prices
         from handlers.fleet.policy import FleetConfig
 
-        ns = argparse.Namespace(
-            provider="local", trainer=args.trainer, trainer_opt=list(args.trainer_opt), image="", once=True
-        )
+        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=args.trainer_options, once=True)
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
         run_dir = RunDir(rt.directory)
         async with worker_ports(ns, run_dir, config) as (provider, agent, _where):

@@ -9,7 +9,6 @@ and every pod terminated, ``run.finished`` is recorded and the summary printed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import os
@@ -20,8 +19,9 @@ import anyio
 import structlog
 from rich.console import Console
 
+from cli.crash_hook import KILL_ENV, kill_after
+from cli.options import WorkerOptions
 from cli.outer_episodes import OuterEpisodes
-from cli.train_cmd import KILL_ENV, kill_after
 from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
@@ -53,16 +53,16 @@ class TrainFailed(Exception):
     """The run cannot go on; the message says why and where."""
 
 
-def _worker_args(cfg: RunConfig) -> argparse.Namespace:
-    opts = [f"{k}={v}" for k, v in sorted(cfg.inner.trainer_options.items())]
-    return argparse.Namespace(provider=cfg.inner.provider, trainer=cfg.inner.trainer, trainer_opt=opts, image="")
+def _worker_options(cfg: RunConfig) -> WorkerOptions:
+    # ait train starts local pods only (InnerTable refuses any other provider)
+    return WorkerOptions(provider="local", trainer=cfg.inner.trainer, trainer_options=dict(cfg.inner.trainer_options))
 
 
 @contextlib.asynccontextmanager
 async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
     """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
     (validated episodes of cancelled groups too) and every pod is terminated."""
-    args = _worker_args(cfg)
+    args = _worker_options(cfg)
     rd = RunDir(rt.directory)
     async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
         ran_on["jobs"] = where
@@ -144,7 +144,7 @@ BASELINES_OF_TRAINER = {"cpu": "cpu", "prime_rl": "gpu"}
 def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
     """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key), with
     the config's ``[baselines.<family>]`` tables taking precedence where given."""
-    from families._key import key_fingerprint
+    from families import key_fingerprint
     from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
 
     merged: dict[str, dict[str, float]] = {}
