@@ -213,7 +213,7 @@ async def _freeze(
 def _print_summary(
     result: Any, families: list[str], models: list[str], scored: list[tuple[str, str]], out: Path
 ) -> None:
-    from handlers.reward.baselines import best_pre
+    from handlers.reward.baseline_projection import best_pre
 
     table = {f: {m: e.score for m, e in ms.items()} for f, ms in result.scores.items()}
     lines = [f"baselines v{result.version} ({result.inner}) in {out}; scored now: {len(scored)}"]

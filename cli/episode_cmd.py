@@ -96,6 +96,7 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
     from handlers.episode.runner import EpisodeRunner, EpisodeSetup
     from handlers.episode.setup import opening_messages, template_files
     from handlers.registry import default_projections
+    from handlers.reward.baselines import scores_of
     from handlers.reward.formula import RewardConfig, explain
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
@@ -131,7 +132,7 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
             workspace=run_dir / "episodes" / episode_id / "workspace",
             initial_files=files,
             messages=opening_messages(spec, files),
-            baselines=deps.baselines.get(spec.family, {}),
+            baselines=scores_of(deps.baselines).get(spec.family, {}),
             max_turns=args.max_turns,
             max_attempts=args.max_attempts,
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.options import EpisodeOptions, WorkerOptions
+from events import BaselineFrozen
 
 __all__ = ["REPO", "EpisodeDeps", "JobRunner", "default_deps", "make_policy"]
 
@@ -27,7 +28,7 @@ class EpisodeDeps:
     policy: Any  # handlers.ports.policy.AgentPolicy
     validator: Any  # handlers.ports.validator.Validator
     job_runner: JobRunner | None  # None: stop after validation
-    baselines: dict[str, dict[str, float]]
+    baselines: list[BaselineFrozen]  # what the run's rewards compare with, as frozen (with n and key)
     ran_on: dict[str, str]  # what each part ran on, printed at the end
 
 
@@ -58,23 +59,23 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
     raise ValueError(f"unknown --agent {agent!r}: use scripted, scripted:PATH or openai:MODEL")
 
 
-def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], str]:
+def _baselines(trainer: str, family: str) -> tuple[list[BaselineFrozen], str]:
     from families import key_fingerprint
-    from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
+    from handlers.reward.baselines import BaselinesError, default_baselines_path, frozen_events, scores_of
 
     if trainer not in INNER_OF:
-        return {}, "none frozen (a succeeded job cannot be scored for uplift)"
+        return [], "none frozen (a succeeded job cannot be scored for uplift)"
     path = default_baselines_path(INNER_OF[trainer])
     fingerprint = key_fingerprint()
     try:
-        frozen = load_baselines(path, key_fingerprint=fingerprint) if path.exists() else {}
+        frozen = frozen_events(path, key_fingerprint=fingerprint) if path.exists() else []
     except BaselinesError as exc:
         # Baselines frozen under another installation key scored other hidden sets: refuse them, loudly.
         raise SystemExit(
             f"ait episode: {exc}\nThe eval key changed since these baselines were frozen: re-freeze them with "
             f"`ait baselines --inner {INNER_OF[trainer]} --force`, or restore the key file they were frozen under."
         ) from None
-    if not frozen.get(family):
+    if not scores_of(frozen).get(family):
         # The tiny CPU bases score a family's hidden eval in well under a minute: freeze them on first use
         # (the hidden sets are this machine's own, from its key, so no committed file could hold them).
         frozen = _freeze_cpu_baselines(path, family, fingerprint)
@@ -82,14 +83,14 @@ def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], 
     return frozen, str(path)
 
 
-def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str, dict[str, float]]:
+def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> list[BaselineFrozen]:
     import asyncio
     import datetime as dt
     import sys
 
     from cli.baselines_cmd import cpu_score_fn
     from families.spec import BASE_MODELS
-    from handlers.reward.baselines import freeze_baselines, load_baselines
+    from handlers.reward.baselines import freeze_baselines, frozen_events
 
     sys.stderr.write(f"ait episode: no CPU baseline for {family} under this eval key yet: freezing it ({path})\n")
     asyncio.run(
@@ -103,7 +104,7 @@ def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str
             key_fingerprint=fingerprint,
         )
     )
-    return load_baselines(path, key_fingerprint=fingerprint)
+    return frozen_events(path, key_fingerprint=fingerprint)
 
 
 def default_deps(args: EpisodeOptions) -> EpisodeDeps:
@@ -113,11 +114,11 @@ def default_deps(args: EpisodeOptions) -> EpisodeDeps:
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
     validator = ProbeValidator()
-    baselines, baselines_desc = ({}, "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
+    baselines, baselines_desc = ([], "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
     no_job_reason = "--no-job was given" if args.no_job else ""
-    if not no_job_reason and not baselines.get(spec.family):
+    if not no_job_reason and not any(b.family == spec.family for b in baselines):
         no_job_reason = (
             f"the {args.trainer} trainer has no frozen baseline to score a job's uplift against (its scores are "
             f"not hidden-eval scores), so the episode stops here: drain the queued job with "
