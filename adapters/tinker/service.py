@@ -31,6 +31,12 @@ class TinkerService:
     async def _in_thread(self, fn: Any) -> Any:
         return await asyncio.wait_for(asyncio.to_thread(fn), self._timeout)
 
+    async def supported_models(self) -> list[tuple[str, bool, bool]]:
+        """``(model name, trainable, sampleable)`` for every model the service offers (also proves the key)."""
+        sc = self._service()
+        caps = await self._in_thread(sc.get_server_capabilities)
+        return [(m.model_name or "", bool(m.trainable), bool(m.sampleable)) for m in caps.supported_models]
+
     async def create_lora_training_client(self, base_model: str, rank: int) -> TrainingClientLike:
         sc = self._service()
         client: TrainingClientLike = await self._in_thread(
