@@ -17,6 +17,7 @@ from cli import (
     episode_cmd,
     holdout_cmd,
     pod_agent_cmd,
+    publish_cmd,
     replay_cmd,
     report_cmd,
     tail_cmd,
@@ -40,6 +41,7 @@ _COMMANDS = (
     report_cmd,
     costs_cmd,
     doctor_cmd,
+    publish_cmd,
 )
 
 
