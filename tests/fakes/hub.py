@@ -1,8 +1,8 @@
 """A local stub of the Hugging Face Hub's HTTP API, enough for one ``create_repo`` + ``create_commit``.
 
-It answers the routes the client calls (``POST /api/repos/create``, ``POST /api/validate-yaml``, ``POST /api/models/{repo}/preupload/
-{rev}``, ``POST /api/models/{repo}/commit/{rev}`` with an NDJSON body) on 127.0.0.1, checks the bearer token, and
-keeps what was committed so a test can read it back.
+It answers the routes the client calls (``POST /api/repos/create``, ``POST /api/validate-yaml``,
+``POST /api/models/{repo}/preupload/{rev}``, ``POST /api/models/{repo}/commit/{rev}`` with an NDJSON body) on
+127.0.0.1, checks the bearer token, and keeps what was committed so a test can read it back.
 """
 
 from __future__ import annotations
