@@ -11,5 +11,6 @@ such as a request this implementation refuses) and inherits every test. The abst
 - :mod:`.policy_contract` -- ``handlers.ports.policy.AgentPolicy`` (the trainer agent's policy)
 
 Subclasses live in ``tests/contracts/test_*.py``, except where an implementation's own test package holds the
-fixtures it needs (``tests/adapters/prime_rl/test_contract.py``, ``tests/adapters/cpu_trainer/test_contract.py``).
+fixtures it needs: ``tests/adapters/prime_rl/test_contract.py``, and ``tests/adapters/cpu_trainer/test_trainer.py``
+(where the CPU trainer's one training job is shared with the trainer's own test).
 """

@@ -32,7 +32,7 @@ import pytest
 
 from handlers.ports.inner_trainer import FailureReason, InnerTrainer, JobBundle, JobResult, Progress
 
-__all__ = ["InnerTrainerContract", "Outcome"]
+__all__ = ["InnerTrainerContract", "Outcome", "run_job"]
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -43,7 +43,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     progress: list[Progress]
 
 
-def _run(trainer: InnerTrainer, job: JobBundle) -> Outcome:
+def run_job(trainer: InnerTrainer, job: JobBundle) -> Outcome:
     seen: list[Progress] = []
 
     async def progress(p: Progress) -> None:
@@ -81,13 +81,13 @@ class InnerTrainerContract(abc.ABC):
     @classmethod
     def ok_run(cls, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Outcome:
         tmp, case = tmp_path_factory.mktemp("contract-ok"), cls()
-        return _run(case.make_trainer(tmp, request), case.good_bundle(tmp, request))
+        return run_job(case.make_trainer(tmp, request), case.good_bundle(tmp, request))
 
     @pytest.fixture(scope="class")
     @classmethod
     def failed_run(cls, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Outcome:
         tmp, case = tmp_path_factory.mktemp("contract-bad"), cls()
-        return _run(case.make_failing_trainer(tmp, request), case.bad_bundle(tmp, request))
+        return run_job(case.make_failing_trainer(tmp, request), case.bad_bundle(tmp, request))
 
     # ---- the promises ------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The inner-trainer contract for the stand-in trainer and the test fakes. The CPU trainer's and prime-rl's
-subclasses sit with their own fixtures: ``tests/adapters/cpu_trainer/test_contract.py`` and
+subclasses sit with their own fixtures: ``tests/adapters/cpu_trainer/test_trainer.py`` and
 ``tests/adapters/prime_rl/test_contract.py``."""
 
 from __future__ import annotations
