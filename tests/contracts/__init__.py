@@ -14,3 +14,13 @@ Subclasses live in ``tests/contracts/test_*.py``, except where an implementation
 fixtures it needs: ``tests/adapters/prime_rl/test_contract.py``, and ``tests/adapters/cpu_trainer/test_trainer.py``
 (where the CPU trainer's one training job is shared with the trainer's own test).
 """
+
+import pytest
+
+# The contracts' asserts sit in these (non-test) modules: have pytest rewrite them, so a failure shows its values.
+pytest.register_assert_rewrite(
+    "tests.contracts.inner_trainer_contract",
+    "tests.contracts.learner_contract",
+    "tests.contracts.policy_contract",
+    "tests.contracts.provider_contract",
+)
