@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from cli import (
     baselines_cmd,
     costs_cmd,
+    doctor_cmd,
     episode_cmd,
     holdout_cmd,
     pod_agent_cmd,
@@ -38,6 +39,7 @@ _COMMANDS = (
     watch_cmd,
     report_cmd,
     costs_cmd,
+    doctor_cmd,
 )
 
 
