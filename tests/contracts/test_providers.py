@@ -29,11 +29,11 @@ class TestLocalProvider(ProviderContract):
 
     @asynccontextmanager
     async def open(self, tmp_path: Path) -> AsyncIterator[Provider]:
-        yield LocalProvider(tmp_path / "pods", command=SLEEPER, term_grace_s=1.0)
+        yield LocalProvider(SLEEPER, tmp_path / "pods", term_grace_s=1.0)
 
     def reopen(self, provider: Provider) -> Provider:
         assert isinstance(provider, LocalProvider)
-        return LocalProvider(provider.state_dir, command=SLEEPER, term_grace_s=1.0)
+        return LocalProvider(SLEEPER, provider.state_dir, term_grace_s=1.0)
 
     def refused_spec(self, provider: Provider) -> PodSpec:
         return PodSpec(gpu_type=self.gpu_type, image="local")  # no bearer token for the agent
