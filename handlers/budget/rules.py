@@ -32,6 +32,7 @@ import anyio
 import msgspec
 import structlog
 
+import handlers.budget.training_cost  # noqa: F401  (registers the training-cost deriver for replay --verify)
 from engine.projection import Projection, handles
 from events import EventBody, Recorded
 from events.money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
@@ -258,6 +259,7 @@ def settle(
     input_tokens: int = 0,
     cached_input_tokens: int = 0,
     output_tokens: int = 0,
+    train_tokens: int = 0,
     seconds: float = 0.0,
     price_version: str = "",
     estimated: bool = False,
@@ -276,6 +278,7 @@ def settle(
         input_tokens=input_tokens,
         cached_input_tokens=cached_input_tokens,
         output_tokens=output_tokens,
+        train_tokens=train_tokens,
         seconds=seconds,
         episode_id=r.episode_id,
         price_version=price_version,
