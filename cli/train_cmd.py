@@ -112,3 +112,12 @@ def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
     except TrainFailed as exc:
         sys.stderr.write(f"ait {what}: {exc}\n")
         return 1
+    except BaseExceptionGroup as group:  # raised inside the runtime: its task group wraps it
+        failed, _rest = group.split(TrainFailed)
+        if failed is None:
+            raise
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        sys.stderr.write(f"ait {what}: {first}\n")
+        return 1

@@ -133,3 +133,60 @@ def test_runpod_keys_are_checked_before_anything_starts(
     assert main(["--runs-root", str(tmp_path / "runs"), "train", "--config", str(path)]) == 2
     assert "missing key(s) RUNPOD_API_KEY (for [fleet] provider = 'runpod')" in capsys.readouterr().err
     assert os.environ.get("RUNPOD_API_KEY") is None and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_train_drives_runpod_itself_over_http(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[fleet] provider = "runpod"``: the run's own dispatcher creates pods through the real Runpod adapter
+    (served by the provider tests' HTTP fake), with the image and the pod-agent start command; a refusal of the
+    credentials ends the run with one line, recorded in its (verifiable) log, and the key reaches no file."""
+    import json
+
+    import httpx
+
+    from adapters.runpod import RunpodProvider
+    from events import PodProvisionFailed, RunFinished
+    from tests.adapters.runpod_contract import FakeRunpod, problem
+
+    key = "rpa_" + "k" * 24
+    monkeypatch.setenv("RUNPOD_API_KEY", key)
+    fake = FakeRunpod()
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":  # creating a pod: this account may not
+            fake.requests.append(request)
+            return httpx.Response(403, json=problem(403, "insufficient permissions", "Forbidden"))
+        return fake.handle(request)
+
+    real = RunpodProvider.from_env.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        RunpodProvider,
+        "from_env",
+        classmethod(lambda cls, environ=None, **kw: real(cls, environ, transport=httpx.MockTransport(serve), **kw)),
+    )
+    config = _smoke_with(tmp_path, "rp.toml", 'provider = "local"', 'provider = "runpod"\nimage = "ghcr.io/x/ait:1"')
+    config.write_text(config.read_text().replace('trainer = "standin"', 'trainer = "prime_rl"'))
+    runs = tmp_path / "runs"
+    try:
+        code = main(["--runs-root", str(runs), "train", "--config", str(config), "--run-id", "rp"])
+    finally:
+        reset_logging()
+    err = capsys.readouterr().err
+    assert code == 1 and "credentials" in err, err[-3000:]
+    assert fake.count("GET") >= 1  # the run's pods listed (reconcile) through the adapter
+    [create, *_] = [r for r in fake.requests if r.method == "POST"]
+    body = json.loads(create.content)
+    assert (
+        body["image"] == "ghcr.io/x/ait:1" and "ait pod-agent" in body["args"] and "--trainer prime_rl" in body["args"]
+    )
+    assert create.headers["authorization"] == f"Bearer {key}"
+    bodies = [r.event for r in read_log(runs / "rp" / "events.jsonl").records]
+    assert next(b for b in bodies if isinstance(b, RunWiring)).provider == "runpod"
+    assert any(isinstance(b, PodProvisionFailed) for b in bodies)
+    assert isinstance(bodies[-1], RunFinished) and bodies[-1].status == "failed"
+    for f in (runs / "rp").rglob("*"):
+        if f.is_file():
+            assert key.encode() not in f.read_bytes(), f
+    assert main(["--runs-root", str(runs), "replay", "rp", "--verify"]) == 0
