@@ -190,3 +190,11 @@ def test_train_drives_runpod_itself_over_http(
         if f.is_file():
             assert key.encode() not in f.read_bytes(), f
     assert main(["--runs-root", str(runs), "replay", "rp", "--verify"]) == 0
+
+
+def test_a_worker_never_runs_the_stand_in_on_runpod(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "events.jsonl").write_bytes(b"")
+    argv = ["--runs-root", str(tmp_path), "worker", "r", "--provider", "runpod", "--image", "img", "--once"]
+    assert main(argv) == 2  # the worker's default trainer is the stand-in: it must be named to run on Runpod
+    assert "would pay for GPUs to make up scores" in capsys.readouterr().err
