@@ -97,6 +97,10 @@ def test_train_holds_the_run_worker_and_resume_are_refused_and_a_sigkill_frees_i
         "race",
         train.pid,
     )
+    # Readers take no lock: they work while the writer runs.
+    assert main(["--runs-root", str(runs), "tail", "race"]) == 0
+    assert main(["--runs-root", str(runs), "replay", "race"]) == 0
+    capsys.readouterr()
     # The refused writers wrote nothing: the holder's log is whole (gap-free, every crc) and still growing.
     before = len(read_log(run / "events.jsonl").records)
     assert train.poll() is None, "the holder finished before it could be killed: slow the stand-in down"
