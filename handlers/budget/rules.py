@@ -451,6 +451,17 @@ class BudgetGate:
             log.warning("budget.overrun", reservation_id=reservation_id, reserved_usd=body.reserved_usd, usd=usd)
         return body
 
+    async def record_free(self, kind: str, ref: str, *, item: str = "", **usage: Any) -> CostSettled:
+        """Record usage that costs nothing (a zero-priced item) without a reservation: a cap already spent must not
+        refuse what is free, and the ledger still shows the usage."""
+        _check_kind(kind)
+        price_version = self.prices.label if self.prices is not None else ""
+        body = CostSettled(
+            reservation_id="", kind=kind, ref=ref, usd=0.0, item=item, price_version=price_version, **usage
+        )
+        await self._emit(body)
+        return body
+
     async def release(self, reservation_id: str, reason: str = "") -> CostReleased:
         body = release(self._state(), reservation_id, reason)
         await self._emit(body)

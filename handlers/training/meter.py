@@ -40,6 +40,10 @@ class GateMeter:
         assert self.gate.prices is not None
         tokens = step_train_tokens(datums)
         usd = training_usd(self.gate.prices, self.item, tokens)
+        if usd == 0.0:  # a free learner (offline): nothing to reserve, but the ledger still shows its tokens
+            yield
+            await self.gate.record_free("training", f"step-{step}", item=self.item, train_tokens=tokens)
+            return
         async with self.gate.hold("training", f"step-{step}", usd, item=self.item, on_error="charge") as hold:
             yield
             await hold.settle(usd, train_tokens=tokens)

@@ -142,3 +142,19 @@ async def test_a_step_the_run_cap_cannot_cover_is_refused_before_it_runs(tmp_pat
     refused = next(b for b in bodies if isinstance(b, CostRefused))
     assert (refused.kind, refused.budget) == ("training", "run")
     assert not any(isinstance(b, LoRAStepApplied) for b in bodies)
+
+
+async def test_a_free_learner_is_recorded_even_past_a_spent_cap(tmp_path: Path) -> None:
+    """The offline learner's steps cost nothing: a run cap already spent does not refuse them, and the ledger
+    still gets their tokens (kind training, $0)."""
+    learner = RecordingLearner()
+    batch = [_group("a", [1.0, 0.0])]
+    async with Runtime(tmp_path, default_projections()) as rt:
+        await rt.emit(BudgetSet(run_usd=0.0))
+        meter = GateMeter(BudgetGate.for_runtime(rt, load_prices()), "offline")
+        await learner_step(learner, batch, step=0, config=parse_config({}), emit=rt.emit, meter=meter)
+    bodies = [r.event for r in _records(tmp_path)]
+    [settled] = [b for b in bodies if isinstance(b, CostSettled)]
+    assert (settled.kind, settled.usd, settled.item, settled.reservation_id) == ("training", 0.0, "offline", "")
+    assert settled.train_tokens == step_train_tokens(build_batch_datums(batch)) > 0
+    assert len(learner.steps) == 1 and not any(isinstance(b, (CostReserved, CostRefused)) for b in bodies)
