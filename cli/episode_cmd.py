@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
+    from events import RunWiring
     from families.spec import load_spec
     from handlers.budget.costs_ledger import CostsLedger
     from handlers.budget.prices import load_prices
@@ -120,6 +121,17 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
         rt.start_reactor(RewardReactor(RewardConfig()))
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
+        # What this run runs on (ait report shows it): one episode has no learner; its job runs on a local pod.
+        await rt.emit(
+            RunWiring(
+                inner_trainer=args.trainer,
+                learner_backend="none",
+                provider="local",
+                agent=deps.policy.name,
+                validator="probe",
+                standin=args.trainer == "standin",
+            )
+        )
         gate = BudgetGate.for_runtime(rt, load_prices())
         blobs = BlobStore(run_dir / "blobs")
         episode_id = "ep-0"

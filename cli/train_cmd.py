@@ -19,6 +19,7 @@ crash-resume test's way to die at an exact event boundary.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import time
@@ -58,7 +59,7 @@ def run_train(args: argparse.Namespace) -> int:
     run_dir = runs_root / run_id
     if (run_dir / "events.jsonl").exists():
         return _fail("train", f"run {run_id} exists at {run_dir}: use `ait resume {run_id}`")
-    return _go("train", cfg, run_dir, args.max_steps)
+    return _keys_then_go("train", cfg, run_dir, args.max_steps)
 
 
 def run_resume(args: argparse.Namespace) -> int:
@@ -81,7 +82,22 @@ def run_resume(args: argparse.Namespace) -> int:
         cfg = parse_run_config(dict(header.config.get("config", {})), source=source, runs_root=Path(args.runs_root))
     except ConfigError as exc:
         return _fail("resume", str(exc))
-    return _go("resume", cfg, run_dir.root, args.max_steps)
+    return _keys_then_go("resume", cfg, run_dir.root, args.max_steps)
+
+
+def _keys_then_go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
+    """Fail fast, before anything is written, when a key the config needs is not in the environment."""
+    from cli.train_config import required_keys
+
+    missing = {k: why for k, why in required_keys(cfg).items() if not os.environ.get(k, "").strip()}
+    if missing:
+        needs = "; ".join(f"{k} (for {why})" for k, why in missing.items())
+        return _fail(
+            what,
+            f"{cfg.source}: missing key(s) {needs}: export them (keys are never logged), or run "
+            f"examples/configs/smoke.toml, which needs none",
+        )
+    return _go(what, cfg, run_dir, max_steps)
 
 
 def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
@@ -95,4 +111,13 @@ def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
         return anyio.run(train, cfg, run_dir, max_steps)
     except TrainFailed as exc:
         sys.stderr.write(f"ait {what}: {exc}\n")
+        return 1
+    except BaseExceptionGroup as group:  # raised inside the runtime: its task group wraps it
+        failed, _rest = group.split(TrainFailed)
+        if failed is None:
+            raise
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        sys.stderr.write(f"ait {what}: {first}\n")
         return 1

@@ -1,11 +1,13 @@
 """``ait worker RUN --provider local|runpod|sim --max-pods N [--once]``: drain a run's job queue on a fleet.
 
-Opens the run's log (the single writer while it runs), reconciles with the provider (pods of this run that
-the log knows are adopted, any other pod with the run's prefix is terminated), then dispatches until the
-queue is empty (``--once``) or until interrupted. A worker started on a run that a crash interrupted is the
-resume path of the fleet: it retries exactly the launches, attempts and terminations that have no outcome.
-Interrupting a worker leaves its pods running for the next worker to adopt; ``--once`` terminates every pod
-before it exits.
+For a queue no ``ait train`` owns (``ait episode`` runs, a stopped run's leftovers): ``ait train`` drives its
+own fleet (``[fleet] provider``) in its own process. Opens the run's log (the single writer while it runs: the
+run's writer lock refuses a worker on a run another process writes, engine/writer_lock.py), reconciles with
+the provider (pods of this run that the log knows are adopted, any other pod with the run's prefix is
+terminated), then dispatches until the queue is empty (``--once``) or until interrupted. A worker started on a
+run that a crash interrupted is the resume path of the fleet: it retries exactly the launches, attempts and
+terminations that have no outcome. Interrupting a worker leaves its pods running for the next worker to adopt;
+``--once`` terminates every pod before it exits.
 
 Exit status: 0 drained, 2 configuration or provider credentials, 3 budget refused a pod while work waited,
 4 no pod can be launched (quota, invalid request).
@@ -84,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
         config = _config(args, default_ladder(opts.provider))
     except ValueError as exc:
         sys.stderr.write(f"ait worker: {exc}\n")
+        return 2
+    if opts.provider == "runpod" and opts.trainer == "standin":
+        # The stand-in's scores are a hash of the bundle: never pay for GPUs to compute them.
+        sys.stderr.write(
+            "ait worker: --provider runpod with --trainer standin would pay for GPUs to make up scores: "
+            "name a real trainer (--trainer prime_rl)\n"
+        )
         return 2
     try:
         summary = anyio.run(run_worker, opts, run_dir, config)

@@ -33,6 +33,7 @@ import anyio.to_thread
 import structlog
 
 from engine.atomic import fsync_dir as _fsync_dir
+from engine.writer_lock import WriterLock
 from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
 
@@ -257,8 +258,10 @@ class EventLog:
         durability: Durability,
         recovery: Recovery,
         codec: RecordCodec,
+        lock: WriterLock | None = None,
     ) -> None:
         self.path = path
+        self.writer_lock = lock
         self.durability = durability
         self.recovery = recovery
         self.codec = codec
@@ -275,19 +278,27 @@ class EventLog:
 
     @classmethod
     def open(cls, path: Path | str, durability: Durability | str = Durability.BATCH) -> EventLog:
-        """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks."""
+        """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks.
+
+        Takes the run's writer lock (:mod:`engine.writer_lock`) first, before reading the log back: a second
+        writer on the same directory raises :class:`~engine.writer_lock.RunLocked` and touches nothing.
+        :meth:`close` releases it."""
         p = Path(path)
         codec = RecordCodec()
-        created = not p.exists()
-        if created:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-            _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
-            recovery = Recovery([], 0, 0)
-        else:
-            recovery = recover_log(p, codec)
-            fd = os.open(p, os.O_WRONLY | os.O_APPEND)
-        return cls(p, fd, Durability(durability), recovery, codec)
+        lock = WriterLock.acquire(p.parent)
+        try:
+            created = not p.exists()
+            if created:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
+                recovery = Recovery([], 0, 0)
+            else:
+                recovery = recover_log(p, codec)
+                fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        except BaseException:
+            lock.release()
+            raise
+        return cls(p, fd, Durability(durability), recovery, codec, lock)
 
     @property
     def next_seq(self) -> int:
@@ -373,6 +384,8 @@ class EventLog:
         if not self._closed:
             self._closed = True
             os.close(self._fd)
+        if self.writer_lock is not None:
+            self.writer_lock.release()
 
 
 def _write_and_sync(fd: int, data: bytes) -> None:

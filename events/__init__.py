@@ -55,13 +55,14 @@ from .learning import (
 )
 from .money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
 from .record import Recorded
-from .run import RunFinished, RunResumed, RunStarted
+from .run import RunFinished, RunResumed, RunStarted, RunWiring
 
 # The tagged union of the whole vocabulary: the envelope's ``type`` is the tag.
 Event = (
     RunStarted
     | RunResumed
     | RunFinished
+    | RunWiring
     | EpisodeStarted
     | AgentTurnTaken
     | ToolCalled
@@ -141,6 +142,7 @@ __all__ = [
     "RunFinished",
     "RunResumed",
     "RunStarted",
+    "RunWiring",
     "SamplerPublished",
     "SubmissionReceived",
     "SubmissionRejected",

@@ -1,4 +1,5 @@
-"""The run summary projection: status, seed, and how many episodes and jobs are where."""
+"""The run summary projection: status, seed, what the run ran on (``run.wiring``), and how many episodes and jobs
+are where."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    RunWiring,
 )
 
 __all__ = ["RunSummary", "RunSummaryProjection"]
@@ -29,6 +31,11 @@ class RunSummary(msgspec.Struct):
     jobs_queued: int = 0
     jobs_succeeded: int = 0
     jobs_failed: int = 0
+    # the last run.wiring: what the newest process used (inner trainer, learner backend, provider, ...)
+    inner_trainer: str = ""
+    learner_backend: str = ""
+    provider: str = ""
+    standin: bool = False
 
 
 class RunSummaryProjection(Projection[RunSummary]):
@@ -47,6 +54,12 @@ class RunSummaryProjection(Projection[RunSummary]):
     def _resumed(self, s: RunSummary, e: RunResumed) -> RunSummary:
         s.resumes += 1
         s.status = "running"
+        return s
+
+    @handles(RunWiring)
+    def _wiring(self, s: RunSummary, e: RunWiring) -> RunSummary:
+        s.inner_trainer, s.learner_backend, s.provider = e.inner_trainer, e.learner_backend, e.provider
+        s.standin = e.standin
         return s
 
     @handles(RunFinished)

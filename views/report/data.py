@@ -118,6 +118,11 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     pods_lost: int
     requeues: int
     scored: list[RewardComputed]  # training episodes whose job was scored (post and uplift)
+    inner_trainer: str = ""  # from run.wiring ("": a run recorded before it existed)
+    learner_backend: str = ""
+    provider: str = ""
+    standin: bool = False  # inner scores made up (stand-in trainer / sim agents): nothing real was measured
+    capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
 
 
 def step_stats(
@@ -316,4 +321,9 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         pods_lost=errors.counts.get("pod.lost", 0),
         requeues=errors.counts.get("job.requeued", 0),
         scored=[r for e, r in sorted(rewards.items()) if e in training and r.outcome == "scored"],
+        inner_trainer=st["run"].inner_trainer,
+        learner_backend=st["run"].learner_backend,
+        provider=st["run"].provider,
+        standin=st["run"].standin,
+        capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
     )
