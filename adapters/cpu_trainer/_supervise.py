@@ -26,8 +26,7 @@ import structlog
 from adapters.prime_rl.classify import last_error_line, strip_ansi
 from adapters.prime_rl.procgroup import GroupProcess, tail_text
 from adapters.prime_rl.progress import LineFollower
-from adapters.probe import IsolationPlan
-from adapters.probe._sandbox import ChildFailure, processes_of
+from adapters.sandbox import ChildFailure, IsolationPlan, processes_of
 from handlers.inner_port import FailureReason
 
 from ._child import ChildReport, ChildRequest, StepLine

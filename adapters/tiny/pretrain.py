@@ -35,7 +35,7 @@ from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
 from families import FAMILIES, get_family
-from families._key import current_key
+from families.key import current_key
 
 from .chat import SPECIAL_TOKENS, TEXT_TOKENS, render_text
 from .model import MODEL_SPECS, Checkpoint, ModelSpec, build_model, grow_model, load_checkpoint, save_checkpoint

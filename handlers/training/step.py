@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from events._base import EventBody
+from events import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
 
 from .advantages import group_advantages
