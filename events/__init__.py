@@ -54,13 +54,14 @@ from .learning import (
 )
 from .money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
 from .record import Recorded
-from .run import RunFinished, RunResumed, RunStarted
+from .run import RunFinished, RunResumed, RunStarted, SandboxOptedOut
 
 # The tagged union of the whole vocabulary: the envelope's ``type`` is the tag.
 Event = (
     RunStarted
     | RunResumed
     | RunFinished
+    | SandboxOptedOut
     | EpisodeStarted
     | AgentTurnTaken
     | ToolCalled
@@ -141,6 +142,7 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "SamplerPublished",
+    "SandboxOptedOut",
     "SubmissionReceived",
     "SubmissionRejected",
     "SubmissionValidated",

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._base import EventBody, event
 
-__all__ = ["RunFinished", "RunResumed", "RunStarted"]
+__all__ = ["RunFinished", "RunResumed", "RunStarted", "SandboxOptedOut"]
 
 
 @event("run.started")
@@ -33,3 +33,16 @@ class RunResumed(EventBody, frozen=True, kw_only=True):
 class RunFinished(EventBody, frozen=True, kw_only=True):
     status: str  # "ok" | "failed" | "cancelled" | "budget_exhausted"
     reason: str = ""
+
+
+@event("run.sandbox_opted_out")
+class SandboxOptedOut(EventBody, frozen=True, kw_only=True):
+    """The user passed ``--unsafe-no-sandbox``: agent code may run without bubblewrap in this run.
+
+    ``isolation`` is what this machine allows (``bwrap`` | ``unshare`` | ``none``: the opt-in only matters
+    when it is not ``bwrap``); ``note`` why nothing stronger; ``command`` the ``ait`` command that opted out.
+    """
+
+    command: str
+    isolation: str
+    note: str = ""

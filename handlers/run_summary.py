@@ -14,6 +14,7 @@ from events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SandboxOptedOut,
 )
 
 __all__ = ["RunSummary", "RunSummaryProjection"]
@@ -29,6 +30,7 @@ class RunSummary(msgspec.Struct):
     jobs_queued: int = 0
     jobs_succeeded: int = 0
     jobs_failed: int = 0
+    unsafe_sandbox: str = ""  # "" or what the --unsafe-no-sandbox opt-in allowed ("unshare: <why>")
 
 
 class RunSummaryProjection(Projection[RunSummary]):
@@ -52,6 +54,11 @@ class RunSummaryProjection(Projection[RunSummary]):
     @handles(RunFinished)
     def _finished(self, s: RunSummary, e: RunFinished) -> RunSummary:
         s.status = f"finished:{e.status}"
+        return s
+
+    @handles(SandboxOptedOut)
+    def _opted_out(self, s: RunSummary, e: SandboxOptedOut) -> RunSummary:
+        s.unsafe_sandbox = f"{e.isolation} (opted out by {e.command})" + (f": {e.note}" if e.note else "")
         return s
 
     @handles(EpisodeStarted)

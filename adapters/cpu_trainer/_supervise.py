@@ -55,6 +55,8 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
     weights: Path
     isolation: str
     note: str
+    uid: int | None  # the unprivileged uid the child ran as (None: the engine's own)
+    rlimits: dict[str, int]
     setup_seconds: float  # the child's start-up: interpreter, imports, checkpoint, env import
     wall_seconds: float
 
@@ -209,6 +211,8 @@ def _outcome(
         weights=weights,
         isolation=iso,
         note=launch.note,
+        uid=launch.uid,
+        rlimits=launch.rlimits,
         setup_seconds=report.setup_seconds,
         wall_seconds=wall,
     )

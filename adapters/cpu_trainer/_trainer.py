@@ -322,8 +322,24 @@ def _metrics(settings: CpuTrainSettings, report: TrainReport) -> dict[str, float
 def _detail(settings: CpuTrainSettings, report: TrainReport, trained: ChildOutcome) -> str:
     lines = [f"stopped: {report.stop_reason} after {len(report.steps)} of {settings.max_steps} steps"]
     lines += settings.notes
-    lines.append(f"training isolation: {trained.isolation}" + (f" ({trained.note})" if trained.note else ""))
+    lines.append(isolation_line(trained))
     return "; ".join(lines)
+
+
+def isolation_line(trained: ChildOutcome) -> str:
+    """``training isolation: bwrap, uid 61234, rlimits(...), key sealed`` (+ why weaker, + UNSAFE when so)."""
+    mib = {"RLIMIT_AS": "as", "RLIMIT_FSIZE": "fsize"}
+    limits = " ".join(
+        f"{mib[k]}={v >> 20}MiB" if k in mib else f"{k.removeprefix('RLIMIT_').lower()}={v}"
+        for k, v in sorted(trained.rlimits.items())
+    )
+    who = f"uid {trained.uid}" if trained.uid is not None else "the engine's uid"
+    text = f"training isolation: {trained.isolation}, {who}, rlimits({limits}), scrubbed env, key sealed"
+    if trained.note:
+        text += f" [weaker because: {trained.note}]"
+    if trained.isolation != "bwrap":
+        text += " [UNSAFE: run without a sandbox by explicit opt-in]"
+    return text
 
 
 def _step_line(s: StepRecord) -> str:

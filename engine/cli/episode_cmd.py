@@ -20,6 +20,8 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from .sandbox_opt import WeakIsolation, add_flag, check
+
 __all__ = ["EpisodeDeps", "register", "run_episode"]
 
 # A job runner drains the run's queue until the given job has an outcome event in the log.
@@ -51,6 +53,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --agent openai:MODEL")
     p.add_argument("--trainer", default="cpu", help="inner trainer on the local pod: cpu (default) or standin")
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="inner trainer option")
+    add_flag(p)
     p.set_defaults(func=run)
 
 
@@ -63,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False, soft_wrap=True)
     try:
+        args.opted_out = check("episode", args.unsafe_no_sandbox)
         deps = default_deps(args)
-    except (ValueError, OSError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError, WeakIsolation) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
     from engine.logs import configure_logging
@@ -108,6 +112,8 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
         rt.start_reactor(RewardReactor(RewardConfig()))
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
+        if args.opted_out is not None:
+            await rt.emit(args.opted_out)
         gate = BudgetGate.for_runtime(rt, load_prices())
         blobs = BlobStore(run_dir / "blobs")
         episode_id = "ep-0"

@@ -97,7 +97,8 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
 
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
-    validator = ProbeValidator()
+    unsafe = bool(getattr(args, "unsafe_no_sandbox", False))
+    validator = ProbeValidator(unsafe_no_sandbox=unsafe)
     baselines, baselines_desc = ({}, "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
@@ -119,10 +120,15 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
         from handlers.fleet_policy import FleetConfig
         from handlers.prices import load_prices
 
+        from .sandbox_opt import trainer_opts
         from .worker_wiring import dispatch, worker_ports
 
         ns = argparse.Namespace(
-            provider="local", trainer=args.trainer, trainer_opt=list(args.trainer_opt), image="", once=True
+            provider="local",
+            trainer=args.trainer,
+            trainer_opt=trainer_opts(args.trainer_opt, unsafe, args.trainer),
+            image="",
+            once=True,
         )
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
         run_dir = RunDir(rt.directory)

@@ -24,7 +24,7 @@ from engine.log import read_log
 from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
-from events import Recorded, RunFinished
+from events import Recorded, RunFinished, SandboxOptedOut
 from handlers.baseline_projection import best_pre
 from handlers.budget import BudgetGate
 from handlers.costs_ledger import CostsLedger
@@ -38,6 +38,7 @@ from handlers.run_start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
 
 from .outer_episodes import OuterEpisodes
+from .sandbox_opt import trainer_opts
 from .train_cmd import KILL_ENV, kill_after
 from .train_config import RunConfig
 from .train_summary import summary_lines
@@ -53,16 +54,18 @@ class TrainFailed(Exception):
     """The run cannot go on; the message says why and where."""
 
 
-def _worker_args(cfg: RunConfig) -> argparse.Namespace:
-    opts = [f"{k}={v}" for k, v in sorted(cfg.inner.trainer_options.items())]
+def _worker_args(cfg: RunConfig, unsafe: bool = False) -> argparse.Namespace:
+    opts = trainer_opts([f"{k}={v}" for k, v in sorted(cfg.inner.trainer_options.items())], unsafe, cfg.inner.trainer)
     return argparse.Namespace(provider=cfg.inner.provider, trainer=cfg.inner.trainer, trainer_opt=opts, image="")
 
 
 @contextlib.asynccontextmanager
-async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
+async def fleet_running(
+    rt: Runtime, cfg: RunConfig, ran_on: dict[str, str], unsafe: bool = False
+) -> AsyncIterator[None]:
     """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
     (validated episodes of cancelled groups too) and every pod is terminated."""
-    args = _worker_args(cfg)
+    args = _worker_args(cfg, unsafe)
     rd = RunDir(rt.directory)
     async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
         ran_on["jobs"] = where
@@ -75,12 +78,12 @@ async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> 
         ran_on["final drain"] = drained.status
 
 
-async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
+async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out: SandboxOptedOut | None = None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     target = max_steps if max_steps is not None else cfg.outer.max_steps
     ledger = CostsLedger(cfg.budget.ledger)
     rewarder = RewardReactor(RewardConfig())
-    validator, validator_desc = make_validator(cfg)
+    validator, validator_desc = make_validator(cfg, unsafe=opted_out is not None)
     async with Runtime(run_dir, default_projections()) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
@@ -90,6 +93,8 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         resumed = await open_run(
             rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
         )
+        if opted_out is not None:
+            await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
         owed = await rewarder.catch_up(rt, records) if resumed else 0
@@ -111,7 +116,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         loop = OuterLoop(config=cfg.outer, learner=backend.learner, run_episode=episodes, emit=rt.emit, state=state)
         failure = ""
         try:
-            async with fleet_running(rt, cfg, ran_on):
+            async with fleet_running(rt, cfg, ran_on, unsafe=opted_out is not None):
                 with progress("outer steps", total=target, unit="steps") as bar:
                     bar.update(completed=state.step)
                     async with anyio.create_task_group() as tg:

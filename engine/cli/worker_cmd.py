@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import Any
 
+from .sandbox_opt import add_flag, trainer_opts
+
 __all__ = ["register"]
 
 _EXIT = {"drained": 0, "budget": 3, "blocked": 4, "stopped": 0}
@@ -37,6 +39,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="local pods: trainer option")
     p.add_argument("--image", default="", help="runpod: container image with ait installed")
     p.add_argument("--pin", action="append", default=[], metavar="K=V", help="a revision every pod is pinned to")
+    add_flag(p)  # local pods: lets the CPU trainer run without bubblewrap (it refuses each job otherwise)
     p.set_defaults(func=run)
 
 
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from .worker_wiring import WorkerSetupError, run_worker
 
+    args.trainer_opt = trainer_opts(args.trainer_opt, args.unsafe_no_sandbox, args.trainer)
     try:
         summary = anyio.run(run_worker, args, run_dir, _config)
     except WorkerSetupError as exc:

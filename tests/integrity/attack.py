@@ -277,9 +277,12 @@ class Host:
         self.decoy.wait()
 
 
-def attack_code(targets: dict[str, Any], *, finish: str) -> str:
-    """The prelude; ``finish``: ``raise`` (the probe reports it) or ``print`` (stderr, after ``REDTEAM``)."""
-    code = _ATTACK.replace("__TARGETS__", repr(json.dumps(targets)))
+def attack_code(targets: dict[str, Any], *, finish: str, extra: str = "") -> str:
+    """The prelude; ``finish``: ``raise`` (the probe reports it) or ``print`` (stderr, after ``REDTEAM``).
+
+    ``extra`` is more code (more ``_try`` routes) run after the common ones.
+    """
+    code = _ATTACK.replace("__TARGETS__", repr(json.dumps(targets))) + extra
     if finish == "raise":
         return code + "raise RuntimeError('PROBE-RESULT ' + _j.dumps(_r))\n"
     return code + "print('REDTEAM ' + _j.dumps(_r), file=_sys.stderr, flush=True)\n"
