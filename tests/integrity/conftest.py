@@ -26,6 +26,7 @@ from adapters.probe import ProbeLimits, ProbeValidator
 from families import get_family, hidden_tasks
 from families.spec import load_spec
 from handlers.episode.validation import ProbeReport
+from tests.adapters.prime_rl.conftest import eval_pkg_root  # noqa: F401  (the fixture, for test_redteam_pod)
 from tests.adapters.probe import scenarios as sc
 from tests.adapters.probe.scenarios import probe_result
 

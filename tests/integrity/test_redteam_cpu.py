@@ -156,3 +156,26 @@ def rescored(work: Path) -> float:
     load_model(ckpt.model, str(weights), strict=True)
     ckpt.model.train(False)
     return score_hidden(ckpt, "calc_chain", temperature=1.0, seed=0, limit=EVAL_LIMIT).score
+
+
+@pytest.mark.slow
+async def test_an_endless_loop_in_the_env_is_killed_at_the_deadline(tmp_path: Path) -> None:
+    """The endless-loop route: the training child spins at import; the job's deadline (plus the grace) ends it."""
+    job = tmp_path / "job"
+    env = job / "env" / "family_reference"
+    shutil.copytree(REFERENCE_ENV, env)
+    init = env / "__init__.py"
+    init.write_text("while True:  # the attacker's prelude: never returns\n    pass\n" + init.read_text())
+    table = {"model": "tiny-0.6b", "learning_rate": 1e-5, "max_steps": 2, "batch_size": 4, "group_size": 2}
+    lines = ["[prime_rl]", *(f"{k} = {json.dumps(v)}" for k, v in table.items()), "max_tokens = 16"]
+    lines += ["", "[env]", 'id = "family-reference"', 'path = "env/family_reference"', "num_tasks = 8"]
+    (job / "job.toml").write_text("\n".join(lines) + "\n")
+    spec = json.loads((ROOT / "examples" / "tasks" / "calc_chain_v1_fast.json").read_text())
+    spec["bounds"]["time_budget_s"] = 20
+    (job / "task_spec.json").write_text(json.dumps(spec))
+    started = time.monotonic()
+    trainer = CpuTrainer(eval_limit=1, work_root=tmp_path / "work", kill_grace_s=1.0)
+    result = await trainer.run(JobBundle(job_id="loop", family="calc_chain", root=str(job)), noop)
+    assert not result.ok and result.failure == "timeout", (result.failure, result.detail)
+    assert time.monotonic() - started < 40
+    assert result.isolation == "bwrap" and "past its deadline and was killed" in result.detail
