@@ -40,7 +40,7 @@ import httpx
 import msgspec
 import structlog
 
-from adapters.sandbox import processes_of
+from adapters.sandbox import ChildFailure, copy_regular_files, processes_of
 from adapters.vllm.types import EvalSampling, HiddenScorer, ScoringFailed, ServedModel, load_eval_package
 from adapters.vllm.weights import final_broadcast, find_hf_snapshot, is_lora_dir, make_servable_dir
 from families.spec import SpecError, TaskSpec, validate_spec
@@ -126,10 +126,11 @@ def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None =
 def _hand_over(work: Path, train_dir: Path, env_dir: Path, uid: int) -> Path:
     """The training uid's own: ``train_dir`` (with a copy of the env package and a HOME); ``work`` traversable.
 
-    The env package is copied, so the uid needs nothing of the bundle's directory (nor its parents).
+    The env package is copied (regular files only: a symlink the agent planted would otherwise be copied, by
+    root, as the file it points to), so the uid needs nothing of the bundle's directory (nor its parents).
     """
     copy = train_dir / "env" / env_dir.name
-    shutil.copytree(env_dir, copy, symlinks=False, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_regular_files(env_dir, copy)
     (train_dir / "home").mkdir()
     work.chmod(0o755)
     for dirpath, dirnames, filenames in os.walk(train_dir):
@@ -244,7 +245,10 @@ class PrimeRLRunner:
         env = child_environment(self.settings.env)
         uid = self.settings.train_uid
         if uid is not None:
-            env_dir = _hand_over(work, train_dir, env_dir, uid)
+            try:
+                env_dir = _hand_over(work, train_dir, env_dir, uid)
+            except ChildFailure as exc:  # the env package is too large to copy
+                return failed("config_error", f"job.toml: [env].path: {exc}")
             env["HOME"] = str(train_dir / "home")
         budget = float(spec.bounds.time_budget_s)
         train_budget = budget * (1.0 - self.settings.score_reserve_fraction)
