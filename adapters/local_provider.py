@@ -36,7 +36,7 @@ import structlog
 from adapters.pod.tokens import TOKEN_ENV
 from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, ProvisionError
 from adapters.sandbox import scrubbed_environ
-from families.key import ENV_VAR as KEY_FILE_VAR
+from families import EVAL_KEY_ENV as KEY_FILE_VAR
 
 __all__ = ["LocalProvider", "default_agent_command"]
 

@@ -42,7 +42,7 @@ from adapters.sandbox import (
     traversable,
     unshare_flags,
 )
-from families.key import SEAL_VAR
+from families import EVAL_KEY_SEAL_ENV as SEAL_VAR
 
 __all__ = ["ChildLimits", "Launch", "code_packages", "make_root", "prepare_launch"]
 

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_baselines_path(args.inner)
     try:
         if args.key_fingerprint is None:
-            from families.key import key_fingerprint
+            from families import key_fingerprint
 
             # The hidden sets derive from the installation key: scores frozen under another key are meaningless.
             args.key_fingerprint = key_fingerprint()

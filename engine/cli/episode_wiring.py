@@ -43,7 +43,7 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
 
 
 def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], str]:
-    from families.key import key_fingerprint
+    from families import key_fingerprint
     from handlers.baselines import BaselinesError, default_baselines_path, load_baselines
 
     if trainer not in INNER_OF:

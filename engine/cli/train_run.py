@@ -149,7 +149,7 @@ BASELINES_OF_TRAINER = {"cpu": "cpu", "prime_rl": "gpu"}
 def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
     """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key), with
     the config's ``[baselines.<family>]`` tables taking precedence where given."""
-    from families.key import key_fingerprint
+    from families import key_fingerprint
     from handlers.baselines import BaselinesError, default_baselines_path, load_baselines
 
     merged: dict[str, dict[str, float]] = {}
