@@ -81,6 +81,28 @@ async def _cpu_setup(mode: str, i: int) -> tuple[float, str]:
     return setup, line
 
 
+def _bare(mode: str, runs: int) -> float:
+    """p50 of a bare confined interpreter (``python -I -c pass``): the cost of the confinement alone."""
+    import shutil
+    import subprocess
+
+    from adapters.sandbox import confined_base, detect_isolation, unshare_flags
+
+    python = Path(sys.executable)
+    if mode == "auto":
+        plan = detect_isolation()
+        b = confined_base(python, {"PATH": "/usr/bin:/bin"}, 64 << 20, plan.bwrap)
+        argv = [*b.args, "--", str(python), "-I", "-c", "pass"]
+    else:
+        argv = [shutil.which("unshare") or "unshare", *unshare_flags(), "--", str(python), "-I", "-c", "pass"]
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        subprocess.run(argv, check=True, env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
 async def _compare(args: argparse.Namespace) -> dict[str, object]:
     spec = load_spec(SPEC)
     modes = {"before": "unshare", "after": "auto"}
@@ -94,20 +116,28 @@ async def _compare(args: argparse.Namespace) -> dict[str, object]:
         for k, m in modes.items():
             cpu[k].append(await _cpu_setup(m, i))
     out: dict[str, object] = {"runs": args.runs, "cpu_runs": args.cpu_runs}
+    bare = {k: _bare(m, 15) for k, m in modes.items()}
     print()
-    print(f"{'':<8} {'probe p50':>10} {'start-up p50':>13} {'cpu job start-up p50':>21}  isolation")
+    print(f"{'':<8} {'bare p50':>9} {'probe p50':>10} {'start-up p50':>13} {'cpu job start-up p50':>21}  isolation")
     for k in modes:
         p50 = statistics.median(t for t, _, _ in probe[k])
         su = statistics.median(s for _, s, _ in probe[k])
         c50 = statistics.median(s for s, _ in cpu[k]) if cpu[k] else float("nan")
         iso = probe[k][-1][2]
-        out[k] = {"probe_p50_s": p50, "probe_startup_p50_s": su, "cpu_setup_p50_s": c50, "isolation": iso}
+        out[k] = {
+            "bare_p50_s": bare[k],
+            "probe_p50_s": p50,
+            "probe_startup_p50_s": su,
+            "cpu_setup_p50_s": c50,
+            "isolation": iso,
+        }
         out[k]["cpu_isolation"] = cpu[k][-1][1] if cpu[k] else ""  # type: ignore[index]
-        print(f"{k:<8} {p50:9.2f}s {su:12.2f}s {c50:20.2f}s  {iso[:60]}...")
+        print(f"{k:<8} {bare[k]:8.3f}s {p50:9.2f}s {su:12.2f}s {c50:20.2f}s  {iso[:60]}...")
     b, a = out["before"], out["after"]
     assert isinstance(b, dict) and isinstance(a, dict)
     print(
-        f"after/before: probe p50 x{a['probe_p50_s'] / b['probe_p50_s']:.2f}, "
+        f"after/before: bare interpreter x{a['bare_p50_s'] / b['bare_p50_s']:.2f}, "
+        f"probe p50 x{a['probe_p50_s'] / b['probe_p50_s']:.2f}, "
         f"cpu job start-up x{a['cpu_setup_p50_s'] / b['cpu_setup_p50_s']:.2f}"
     )
     return out
