@@ -10,7 +10,8 @@ shared pieces (:mod:`adapters.sandbox`):
   base checkpoint directory, a copy of the env package and the child's request; read-write only its output
   directory and a tmpfs HOME. Not there: the installation key, ``~/.config/ait``, the project tree (tests,
   fixtures, ``runs/``), the job bundle, anything the scoring side reads.
-- ``unshare`` / ``none``: the same files at their real paths; no filesystem confinement, so when the
+- ``unshare`` / ``none`` (only with the ``--unsafe-no-sandbox`` opt-in; the trainer refuses them otherwise):
+  the same files at their real paths; no filesystem confinement, so when the
   engine is root the child drops to a fresh unprivileged uid (the key file is 0600 in a 0700 directory, so
   it cannot read it) and every process of that uid is killed at the end.
 

@@ -112,8 +112,9 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
         rt.start_reactor(RewardReactor(RewardConfig()))
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
-        if args.opted_out is not None:
-            await rt.emit(args.opted_out)
+        opted_out = getattr(args, "opted_out", None)
+        if opted_out is not None:
+            await rt.emit(opted_out)
         gate = BudgetGate.for_runtime(rt, load_prices())
         blobs = BlobStore(run_dir / "blobs")
         episode_id = "ep-0"
