@@ -13,7 +13,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from rich.console import Console
@@ -22,6 +22,10 @@ from cli.episode_wiring import EpisodeDeps
 from cli.options import EpisodeOptions
 from handlers.episode.projection import EpisodesProjection
 from handlers.reward.projection import RewardsProjection
+
+if TYPE_CHECKING:
+    from events import SandboxOptedOut
+from cli.sandbox_opt import WeakIsolation, add_flag, check
 
 __all__ = ["register", "run_episode"]
 
@@ -40,6 +44,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --agent openai:MODEL")
     p.add_argument("--trainer", default="cpu", help="inner trainer on the local pod: cpu (default) or standin")
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="inner trainer option")
+    add_flag(p)
     p.set_defaults(func=run)
 
 
@@ -65,6 +70,7 @@ def options(args: argparse.Namespace) -> EpisodeOptions:
         no_job=args.no_job,
         trainer=args.trainer,
         trainer_options=parse_options(args.trainer_opt),
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
     )
 
 
@@ -74,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     try:
         opts = options(args)
+        opted_out = check("episode", opts.unsafe_no_sandbox)
         deps = default_deps(opts)
-    except (ValueError, OSError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError, WeakIsolation) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
     from engine.logs import configure_logging
@@ -83,10 +90,12 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
     # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own).
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
-    return anyio.run(run_episode, opts, deps, run_dir, console)
+    return anyio.run(run_episode, opts, deps, run_dir, console, opted_out)
 
 
-async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
+async def run_episode(
+    args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console, opted_out: SandboxOptedOut | None = None
+) -> int:
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
     from events import RunWiring
@@ -132,6 +141,8 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
                 standin=args.trainer == "standin",
             )
         )
+        if opted_out is not None:
+            await rt.emit(opted_out)
         gate = BudgetGate.for_runtime(rt, load_prices())
         blobs = BlobStore(run_dir / "blobs")
         episode_id = "ep-0"

@@ -113,7 +113,7 @@ def default_deps(args: EpisodeOptions) -> EpisodeDeps:
 
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
-    validator = ProbeValidator()
+    validator = ProbeValidator(unsafe_no_sandbox=args.unsafe_no_sandbox)
     baselines, baselines_desc = ([], "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
@@ -131,12 +131,14 @@ def default_deps(args: EpisodeOptions) -> EpisodeDeps:
     }
 
     async def run_job(rt: Any, job_id: str) -> None:
+        from cli.sandbox_opt import trainer_opts
         from cli.worker_wiring import dispatch, worker_ports
         from engine.rundir import RunDir
         from handlers.budget.prices import load_prices
         from handlers.fleet.policy import FleetConfig
 
-        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=args.trainer_options, once=True)
+        options = trainer_opts(args.trainer_options, args.unsafe_no_sandbox, args.trainer)
+        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=options, once=True)
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
         run_dir = RunDir(rt.directory)
         async with worker_ports(ns, run_dir, config) as (provider, agent, _where):

@@ -24,6 +24,7 @@ from rich.console import Console
 from cli.crash_hook import KILL_ENV, kill_after
 from cli.options import ProviderName, WorkerOptions
 from cli.outer_episodes import OuterEpisodes
+from cli.sandbox_opt import trainer_opts
 from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
@@ -32,7 +33,7 @@ from engine.log import read_log
 from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
-from events import BaselineFrozen, Recorded, RunFinished, RunWiring
+from events import BaselineFrozen, Recorded, RunFinished, RunWiring, SandboxOptedOut
 from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.prices import load_prices
 from handlers.budget.rules import BudgetGate
@@ -57,19 +58,20 @@ class TrainFailed(Exception):
     """The run cannot go on; the message says why and where."""
 
 
-def _worker_options(cfg: RunConfig) -> WorkerOptions:
+def _worker_options(cfg: RunConfig, unsafe: bool = False) -> WorkerOptions:
     provider: ProviderName = cfg.provider  # type: ignore[assignment]  # validated against PROVIDERS on load
-    return WorkerOptions(
-        provider=provider, trainer=cfg.inner.trainer, trainer_options=dict(cfg.inner.trainer_options), image=cfg.image
-    )
+    options = trainer_opts(cfg.inner.trainer_options, unsafe, cfg.inner.trainer)
+    return WorkerOptions(provider=provider, trainer=cfg.inner.trainer, trainer_options=options, image=cfg.image)
 
 
 @contextlib.asynccontextmanager
-async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
+async def fleet_running(
+    rt: Runtime, cfg: RunConfig, ran_on: dict[str, str], unsafe: bool = False
+) -> AsyncIterator[None]:
     """The run's dispatcher on the ``[fleet] provider``'s pods for the duration of the block (the worker's wiring,
     in this process: no ``ait worker`` beside it); then the queued jobs are drained (validated episodes of
     cancelled groups too) and every pod is terminated."""
-    args = _worker_options(cfg)
+    args = _worker_options(cfg, unsafe)
     rd = RunDir(rt.directory)
     async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
         ran_on["jobs"] = where
@@ -82,12 +84,12 @@ async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> 
         ran_on["final drain"] = drained.status
 
 
-async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
+async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out: SandboxOptedOut | None = None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     target = max_steps if max_steps is not None else cfg.outer.max_steps
     ledger = CostsLedger(cfg.budget.ledger)
     rewarder = RewardReactor(cfg.reward)
-    validator, validator_desc = make_validator(cfg)
+    validator, validator_desc = make_validator(cfg, unsafe=opted_out is not None)
     async with Runtime(run_dir, default_projections()) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
@@ -102,6 +104,8 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
             rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
         )
         await rt.emit(wiring(cfg))
+        if opted_out is not None:
+            await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
         owed = await rewarder.catch_up(rt, records) if resumed else 0
@@ -130,7 +134,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         )
         failure = ""
         try:
-            async with fleet_running(rt, cfg, ran_on):
+            async with fleet_running(rt, cfg, ran_on, unsafe=opted_out is not None):
                 with progress("outer steps", total=target, unit="steps") as bar:
                     bar.update(completed=state.step)
                     async with anyio.create_task_group() as tg:

@@ -19,6 +19,8 @@ import argparse
 import sys
 from typing import Any
 
+from cli.sandbox_opt import add_flag, trainer_opts
+
 __all__ = ["register"]
 
 _EXIT = {"drained": 0, "budget": 3, "blocked": 4, "stopped": 0}
@@ -39,6 +41,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="local pods: trainer option")
     p.add_argument("--image", default="", help="runpod: container image with ait installed")
     p.add_argument("--pin", action="append", default=[], metavar="K=V", help="a revision every pod is pinned to")
+    add_flag(p)  # local pods: lets the CPU trainer run without bubblewrap (it refuses each job otherwise)
     p.set_defaults(func=run)
 
 
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         opts = WorkerOptions(
             provider=args.provider,
             trainer=args.trainer,
-            trainer_options=parse_options(args.trainer_opt),
+            trainer_options=trainer_opts(parse_options(args.trainer_opt), args.unsafe_no_sandbox, args.trainer),
             image=args.image,
             once=args.once,
         )

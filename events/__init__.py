@@ -55,7 +55,7 @@ from .learning import (
 )
 from .money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
 from .record import Recorded
-from .run import RunFinished, RunResumed, RunStarted, RunWiring
+from .run import RunFinished, RunResumed, RunStarted, RunWiring, SandboxOptedOut
 
 # The tagged union of the whole vocabulary: the envelope's ``type`` is the tag.
 Event = (
@@ -63,6 +63,7 @@ Event = (
     | RunResumed
     | RunFinished
     | RunWiring
+    | SandboxOptedOut
     | EpisodeStarted
     | AgentTurnTaken
     | ToolCalled
@@ -144,6 +145,7 @@ __all__ = [
     "RunStarted",
     "RunWiring",
     "SamplerPublished",
+    "SandboxOptedOut",
     "SubmissionReceived",
     "SubmissionRejected",
     "SubmissionValidated",

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._base import EventBody, event
 
-__all__ = ["RunFinished", "RunResumed", "RunStarted", "RunWiring"]
+__all__ = ["RunFinished", "RunResumed", "RunStarted", "RunWiring", "SandboxOptedOut"]
 
 
 @event("run.started")
@@ -46,3 +46,16 @@ class RunWiring(EventBody, frozen=True, kw_only=True):
     agent: str = ""  # "tinker" | "scripted"
     validator: str = ""  # "probe" | "job_config"
     standin: bool = False  # the inner scores are made up (the stand-in trainer or the sim provider's agents)
+
+
+@event("run.sandbox_opted_out")
+class SandboxOptedOut(EventBody, frozen=True, kw_only=True):
+    """The user passed ``--unsafe-no-sandbox``: agent code may run without bubblewrap in this run.
+
+    ``isolation`` is what this machine allows (``bwrap`` | ``unshare`` | ``none``: the opt-in only matters
+    when it is not ``bwrap``); ``note`` why nothing stronger; ``command`` the ``ait`` command that opted out.
+    """
+
+    command: str
+    isolation: str
+    note: str = ""

@@ -16,6 +16,7 @@ from events import (
     RunResumed,
     RunStarted,
     RunWiring,
+    SandboxOptedOut,
 )
 
 __all__ = ["RunSummary", "RunSummaryProjection"]
@@ -36,6 +37,7 @@ class RunSummary(msgspec.Struct):
     learner_backend: str = ""
     provider: str = ""
     standin: bool = False
+    unsafe_sandbox: str = ""  # "" or what the --unsafe-no-sandbox opt-in allowed ("unshare: <why>")
 
 
 class RunSummaryProjection(Projection[RunSummary]):
@@ -65,6 +67,11 @@ class RunSummaryProjection(Projection[RunSummary]):
     @handles(RunFinished)
     def _finished(self, s: RunSummary, e: RunFinished) -> RunSummary:
         s.status = f"finished:{e.status}"
+        return s
+
+    @handles(SandboxOptedOut)
+    def _opted_out(self, s: RunSummary, e: SandboxOptedOut) -> RunSummary:
+        s.unsafe_sandbox = f"{e.isolation} (opted out by {e.command})" + (f": {e.note}" if e.note else "")
         return s
 
     @handles(EpisodeStarted)

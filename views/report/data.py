@@ -109,6 +109,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     jobs: list[JobStats]
     holdout: list[HoldoutRow]
     episodes_by_status: dict[str, int]
+    unsafe_sandbox: str = ""  # the run's --unsafe-no-sandbox opt-in, if any (see run.sandbox_opted_out)
     outcomes: dict[str, int]
     spend_by_kind: dict[str, float]
     spend_usd: float
@@ -312,6 +313,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         jobs=jobs,
         holdout=_holdout(episodes, rewards, queue, accounts),
         episodes_by_status=dict(sorted(st["run"].episodes_finished.items())),
+        unsafe_sandbox=st["run"].unsafe_sandbox,
         outcomes=breakdown(rewards.values()).outcomes,
         spend_by_kind={k: v / 1_000_000 for k, v in sorted(budget.settled_by_kind.items())},
         spend_usd=budget.settled / 1_000_000,

@@ -62,6 +62,8 @@ def _overview(d: ReportData) -> list[str]:
         ["spend", f"{format_usd(d.spend_usd, places=2)} ({kinds})" if kinds else format_usd(d.spend_usd, places=2)],
         ["mean reward, first → last step", trend],
     ]
+    if d.unsafe_sandbox:
+        rows.insert(1, ["sandbox", f"**UNSAFE: agent code ran without bubblewrap**, {d.unsafe_sandbox}"])
     return _table(["", ""], rows, "ll")
 
 
