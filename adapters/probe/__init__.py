@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from adapters.sandbox import IsolationPlan, WeakIsolation, detect_isolation
 
+from ._contamination import near_duplicates
 from ._limits import ProbeLimits
 from ._prime_map import config_problems, prime_rl_config
 from ._static import FORBIDDEN_PACKAGES, scan_env
+from ._tasks import hidden_matches, hidden_shingles
 from ._validator import CHECK_NAMES, VERIFIERS_VERSION, ProbeValidator, describe_isolation
 
 __all__ = [
@@ -32,6 +34,9 @@ __all__ = [
     "config_problems",
     "describe_isolation",
     "detect_isolation",
+    "hidden_matches",
+    "hidden_shingles",
+    "near_duplicates",
     "prime_rl_config",
     "scan_env",
 ]
