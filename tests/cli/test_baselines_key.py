@@ -11,7 +11,7 @@ from cli import episode_wiring, main
 from families import EVAL_KEY_ENV as ENV_VAR
 from families import key_fingerprint
 from families.spec import BASE_MODELS
-from handlers.reward.baselines import default_baselines_path
+from handlers.reward.baselines import default_baselines_path, scores_of
 from tests.fakes import fake_cpu_baselines
 
 
@@ -50,7 +50,8 @@ def test_an_episode_refuses_baselines_of_another_key(
     out = default_baselines_path("cpu")  # the default file, under $AIT_BASELINES_DIR in tests
     assert json.loads(out.read_text())["key_fingerprint"] == key_fingerprint()
     baselines, desc = episode_wiring._baselines("cpu", "ledger")
-    assert baselines["ledger"] and desc == str(out)
+    assert scores_of(baselines)["ledger"] and desc == str(out)
+    assert {(b.n, b.key_fingerprint) for b in baselines} == {(200, key_fingerprint())}  # as frozen, not made up
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "other.key"))
     with pytest.raises(SystemExit, match=r"ait baselines --inner cpu --force"):
         episode_wiring._baselines("cpu", "ledger")
@@ -60,7 +61,7 @@ def test_an_episode_refuses_baselines_of_another_key(
 def test_an_episode_freezes_the_missing_cpu_baselines_of_its_family_once(fake_cpu: list) -> None:
     baselines, desc = episode_wiring._baselines("cpu", "calc_chain")
     assert sorted(fake_cpu) == [("calc_chain", m) for m in sorted(BASE_MODELS)]
-    assert baselines["calc_chain"] == dict.fromkeys(BASE_MODELS, 0.25) and "frozen now" in desc
+    assert scores_of(baselines)["calc_chain"] == dict.fromkeys(BASE_MODELS, 0.25) and "frozen now" in desc
     again, desc = episode_wiring._baselines("cpu", "calc_chain")
     assert again == baselines and len(fake_cpu) == 2 and "frozen now" not in desc  # frozen means frozen
-    assert episode_wiring._baselines("standin", "calc_chain")[0] == {}  # made-up scores get no baseline
+    assert episode_wiring._baselines("standin", "calc_chain")[0] == []  # made-up scores get no baseline
