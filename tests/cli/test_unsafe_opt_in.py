@@ -61,9 +61,9 @@ def test_the_opt_in_is_an_event_and_goes_to_the_cpu_trainer_only(no_bubblewrap: 
         sandbox_opt.check("episode", False)
     event = sandbox_opt.check("episode", True)
     assert event == SandboxOptedOut(command="ait episode", isolation="unshare", note=WEAK.note)
-    assert sandbox_opt.trainer_opts(["seed=1"], True, "cpu") == ["seed=1", "unsafe_no_sandbox=1"]
-    assert sandbox_opt.trainer_opts(["seed=1"], True, "standin") == ["seed=1"]
-    assert sandbox_opt.trainer_opts(["seed=1"], False, "cpu") == ["seed=1"]
+    assert sandbox_opt.trainer_opts({"seed": "1"}, True, "cpu") == {"seed": "1", "unsafe_no_sandbox": "1"}
+    assert sandbox_opt.trainer_opts({"seed": "1"}, True, "standin") == {"seed": "1"}
+    assert sandbox_opt.trainer_opts({"seed": "1"}, False, "cpu") == {"seed": "1"}
 
 
 def test_report_and_watch_show_the_opt_in(no_bubblewrap: None, tmp_path: Path) -> None:
