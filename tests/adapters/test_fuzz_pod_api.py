@@ -1,0 +1,147 @@
+"""Fuzz the pod agent's HTTP API with schemathesis, driven by the agent's own OpenAPI document (adapters/pod/api.py),
+against a real ``ait pod-agent`` process on 127.0.0.1.
+
+Every generated request, valid or deliberately malformed (schemathesis' positive and negative modes), must get
+an answer the document allows: never a 5xx; a malformed one a 4xx with a one-line JSON reason (schemathesis'
+``negative_data_rejection``: nothing wrong silently accepted); bodies matching their schemas. Hand-written
+hostile requests (a non-ASCII bearer token, ``attempt=inf``/``nan``/``1e400``, ``cursor=inf``, a negative time
+budget, a job with no family) are sent too. The agent's stderr must hold no traceback at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from adapters.pod.api import openapi
+from tests.fuzzing import fuzz_long, record
+
+SURFACE = "pod agent HTTP API"
+TOKEN = "fuzz-token-0123456789abcdef"
+ROOT = Path(__file__).resolve().parents[2]
+
+schema = schemathesis.openapi.from_dict(openapi())
+schema.config.generation.update(
+    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+    max_examples=400 if fuzz_long() else 25,
+)
+
+
+@schemathesis.serializer("application/x-tar")
+def _tar(ctx: object, value: object) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A real ``ait pod-agent`` (standin trainer) on loopback; yields its URL and its stderr file."""
+    work = tmp_path_factory.mktemp("pod-agent")
+    url_file, err_file = work / "url.json", work / "stderr.txt"
+    env = {**os.environ, "AIT_POD_TOKEN": TOKEN}
+    cmd = [sys.executable, "-m", "engine.cli", "pod-agent", "--token-env", "AIT_POD_TOKEN"]
+    cmd += ["--workdir", str(work / "w"), "--url-file", str(url_file), "--trainer-opt", "step_s=0.01"]
+    with err_file.open("wb") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 30
+        while not url_file.exists():
+            assert proc.poll() is None, err_file.read_text()
+            assert time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
+        yield json.loads(url_file.read_text())["url"], err_file
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    log = err_file.read_text(errors="replace")
+    assert "Traceback" not in log, log[-4000:]
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+
+
+@schema.parametrize()
+def test_every_generated_request_gets_a_documented_answer(case: schemathesis.Case, agent: tuple[str, Path]) -> None:
+    url, _ = agent
+    response = case.call(base_url=url, headers=AUTH, timeout=30)
+    outcome = "http_500" if response.status_code >= 500 else "clean_error" if response.status_code >= 400 else "accepted"
+    detail = "negative" if case.meta and case.meta.generation.mode == GenerationMode.NEGATIVE else "positive"
+    try:
+        case.validate_response(response, checks=CHECKS)
+    except Exception:
+        record(SURFACE, "silent_accept" if outcome == "accepted" else outcome, detail)
+        raise
+    if response.status_code >= 400:
+        body = response.json()
+        assert body["error"] and "\n" not in body["detail"], body
+    record(SURFACE, outcome, detail)
+
+
+HOSTILE = [
+    # (method, path, headers, expected status)
+    ("GET", "/health", {"Authorization": "Bearer t\u00f6ken-with-umlaut-12345".encode()}, 401),
+    ("GET", "/health", {"Authorization": b"Bearer \xff\xfe\xfd-not-utf8-0123456789"}, 401),
+    ("GET", "/health", {"Authorization": "Basic " + TOKEN}, 401),
+    ("GET", "/health", {}, 401),
+    ("POST", "/jobs/j1?family=calc_chain&attempt=inf", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&attempt=nan", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&attempt=1e400", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&attempt=1.5", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&attempt=99999999999999999999999", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&time_budget_s=-1", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&time_budget_s=inf", AUTH, 400),
+    ("POST", "/jobs/j1", AUTH, 400),  # no family
+    ("POST", "/jobs/j1?family=", AUTH, 400),
+    ("POST", "/jobs/j1?family=../etc", AUTH, 400),
+    ("POST", "/jobs/j1?family=calc_chain&sha256=xyz", AUTH, 400),
+    ("GET", "/jobs/j1/events?cursor=inf", AUTH, 400),
+    ("GET", "/jobs/j1/events?cursor=1e30", AUTH, 400),
+    ("GET", "/jobs/j1/events?cursor=-1", AUTH, 400),
+    ("GET", "/jobs/j1/events?wait=nan", AUTH, 400),
+    ("GET", "/jobs/..%2F..%2Fetc/events", AUTH, 400),
+    ("GET", "/nowhere", AUTH, 404),
+    ("DELETE", "/jobs/j1", AUTH, 405),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "status"), HOSTILE)
+def test_hostile_requests_get_a_4xx_with_a_one_line_reason(
+    agent: tuple[str, Path], method: str, path: str, headers: dict[str, str | bytes], status: int
+) -> None:
+    url, _ = agent
+    with httpx.Client(base_url=url, timeout=10) as client:
+        resp = client.request(method, path, headers=headers, content=b"not a tar" if method == "POST" else None)
+    record(SURFACE, "http_500" if resp.status_code >= 500 else "clean_error", "hand_written")
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert body["error"] and body["detail"] and "\n" not in body["detail"]
+
+
+def test_the_agent_serves_the_document_the_fuzzer_used(agent: tuple[str, Path]) -> None:
+    url, _ = agent
+    assert httpx.get(f"{url}/openapi.json", headers=AUTH, timeout=10).json() == json.loads(json.dumps(openapi()))
+
+
