@@ -87,7 +87,8 @@ CHECKS = [
 def test_every_generated_request_gets_a_documented_answer(case: schemathesis.Case, agent: tuple[str, Path]) -> None:
     url, _ = agent
     response = case.call(base_url=url, headers=AUTH, timeout=30)
-    outcome = "http_500" if response.status_code >= 500 else "clean_error" if response.status_code >= 400 else "accepted"
+    code = response.status_code
+    outcome = "http_500" if code >= 500 else "clean_error" if code >= 400 else "accepted"
     detail = "negative" if case.meta and case.meta.generation.mode == GenerationMode.NEGATIVE else "positive"
     try:
         case.validate_response(response, checks=CHECKS)
@@ -143,5 +144,3 @@ def test_hostile_requests_get_a_4xx_with_a_one_line_reason(
 def test_the_agent_serves_the_document_the_fuzzer_used(agent: tuple[str, Path]) -> None:
     url, _ = agent
     assert httpx.get(f"{url}/openapi.json", headers=AUTH, timeout=10).json() == json.loads(json.dumps(openapi()))
-
-
