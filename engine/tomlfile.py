@@ -47,8 +47,8 @@ def decode_toml(data: bytes, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line = m.group(1) if m else str(text.count("\n") + 1) if "end of document" in str(exc) else ""
-        where = f"{source}:{line}" if line else source
+        at = m.group(1) if m else str(text.count("\n") + 1) if "end of document" in str(exc) else ""
+        where = f"{source}:{at}" if at else source
         raise TomlError(f"{where}: not valid TOML: {_one_line(str(exc))}") from None
 
 
