@@ -247,9 +247,7 @@ def openapi() -> dict[str, Any]:
                 "post": op("cancel", "stop the job", _responses(refs["status"], 404)),
             },
             "/jobs/{job_id}/eval": {
-                "post": op(
-                    "eval", "the hidden eval package", _responses(refs["status"], 404, 409, 413), body=True
-                ),
+                "post": op("eval", "the hidden eval package", _responses(refs["status"], 404, 409, 413), body=True),
             },
         },
     }
