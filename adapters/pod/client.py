@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from adapters.pod.api import encode_params
+from adapters.pod import api
 from handlers.agent_port import (
     AgentAuthError,
     AgentBusy,
@@ -112,7 +112,7 @@ class HttpPodAgent:
 
     async def submit(self, url: str, token: str, job: JobSubmission, bundle: bytes) -> AgentJobStatus:
         """Submit ``bundle``; its parameters are checked against the API's description (:mod:`.api`) first."""
-        params = encode_params(
+        params = _params(
             "submit",
             {
                 "family": job.family,
@@ -134,7 +134,7 @@ class HttpPodAgent:
             token,
             f"/jobs/{job_id}/events",
             AgentEventsPage,
-            params=encode_params("events", {"cursor": cursor, "wait": wait_s}),
+            params=_params("events", {"cursor": cursor, "wait": min(max(wait_s, 0.0), api.MAX_WAIT_S)}),
             read_timeout_s=wait_s + 15.0,
         )
 
@@ -145,9 +145,18 @@ class HttpPodAgent:
         return await self._call("POST", url, token, f"/jobs/{job_id}/cancel", AgentJobStatus)
 
     async def send_eval(self, url: str, token: str, job_id: str, package: bytes) -> AgentJobStatus:
-        params = encode_params("eval", {"sha256": hashlib.sha256(package).hexdigest()})
+        params = _params("eval", {"sha256": hashlib.sha256(package).hexdigest()})
         path = f"/jobs/{job_id}/eval"
         return await self._call("POST", url, token, path, AgentJobStatus, params=params, content=package)
+
+
+def _params(op: str, values: dict[str, Any]) -> dict[str, str]:
+    """The query of ``op``, checked against the API's description before anything is sent: a value the agent
+    would refuse with 400 is the same :class:`AgentError` here, without the round trip."""
+    try:
+        return api.encode_params(op, values)
+    except ValueError as exc:
+        raise AgentError(str(exc)) from None
 
 
 def _decode_error(content: bytes) -> _ErrorBody:

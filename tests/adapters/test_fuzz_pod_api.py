@@ -15,8 +15,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 schema = schemathesis.openapi.from_dict(openapi())
 schema.config.generation.update(
     modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-    max_examples=400 if fuzz_long() else 25,
+    max_examples=150 if fuzz_long() else 25,
 )
 
 
@@ -144,3 +145,37 @@ def test_hostile_requests_get_a_4xx_with_a_one_line_reason(
 def test_the_agent_serves_the_document_the_fuzzer_used(agent: tuple[str, Path]) -> None:
     url, _ = agent
     assert httpx.get(f"{url}/openapi.json", headers=AUTH, timeout=10).json() == json.loads(json.dumps(openapi()))
+
+
+async def test_the_hostile_requests_find_a_500_where_parameters_are_parsed_naively(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks above can fail: with the parsing the agent had before (``int(float(raw))``), ``attempt=inf``
+    reaches a handler that raises OverflowError, and aiohttp answers 500."""
+    from aiohttp.test_utils import TestServer
+
+    import adapters.pod.server as server
+    from adapters.pod.core import AgentCore
+    from tests.fakes.inner import FakeInnerTrainer
+
+    def naive(op: str, path: Mapping[str, str], query: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "job_id": path.get("job_id", ""),
+            "family": query.get("family", ""),
+            "attempt": int(float(query.get("attempt", "1"))),
+            "time_budget_s": float(query.get("time_budget_s", "0")),
+            "sha256": query.get("sha256", ""),
+        }
+
+    monkeypatch.setattr(server, "parse_params", naive)
+    core = AgentCore(FakeInnerTrainer(seconds=0.1, steps=1), tmp_path / "agent")
+    app = server.make_app(core, TOKEN)
+    test_server = TestServer(app)
+    await test_server.start_server()
+    try:
+        async with httpx.AsyncClient(base_url=str(test_server.make_url("")).rstrip("/"), timeout=10) as client:
+            resp = await client.post("/jobs/j1?family=calc_chain&attempt=inf", headers=AUTH, content=b"x")
+            assert resp.status_code == 500
+    finally:
+        await core.close()
+        await test_server.close()

@@ -104,7 +104,7 @@ def check_one(data: bytes, workdir: Path, reader: Callable[[Path], Recovery] = r
         record(SURFACE, "accepted", "whole_lines_cut" if size < len(ORIGINAL) else "unchanged")
 
 
-@fuzz_settings(ci=300, long=20000)
+@fuzz_settings(ci=300, long=4000)
 @given(data=mutated_logs())
 def test_every_mutated_log_is_refused_with_its_line_or_recovered_to_a_true_prefix(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as d:

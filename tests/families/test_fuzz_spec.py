@@ -108,7 +108,7 @@ def check_one(name: str, doc: dict[str, Any], field: str, workdir: Path) -> None
     record(SURFACE, "accepted", "blind")
 
 
-@fuzz_settings(ci=150, long=6000)
+@fuzz_settings(ci=150, long=2000)
 @given(case=mutated_specs())
 def test_every_mutated_spec_is_refused_naming_the_field_or_valid(case: tuple[str, dict[str, Any], str]) -> None:
     with tempfile.TemporaryDirectory() as d:

@@ -54,7 +54,7 @@ def check_one(m: Mutant, family: str, workdir: Path) -> None:
     record(SURFACE, "clean_error" if problems else "accepted", f"{m.kind}.{'bounds' if problems else 'ok'}")
 
 
-@fuzz_settings(ci=300, long=20000)
+@fuzz_settings(ci=300, long=4000)
 @given(data=st.data(), family=st.sampled_from(FAMILIES))
 def test_every_mutated_job_toml_is_refused_on_its_line_or_valid(data: st.DataObject, family: str) -> None:
     mutant = data.draw(toml_mutants(BASES[family]))

@@ -45,7 +45,7 @@ def check_one(m: Mutant, workdir: Path) -> None:
     record(SURFACE, "accepted", m.kind)
 
 
-@fuzz_settings(ci=300, long=20000)
+@fuzz_settings(ci=300, long=4000)
 @given(data=st.data(), base=st.sampled_from(sorted(BASES)))
 def test_every_mutated_run_config_is_refused_on_its_line_or_valid(data: st.DataObject, base: str) -> None:
     mutant = data.draw(toml_mutants(BASES[base], open_tables=("baselines",)))

@@ -47,7 +47,7 @@ def _one_line_error(out: str) -> bool:
     return out.startswith("error: ") and bool(out[7:].strip())
 
 
-@fuzz_settings(ci=150, long=6000)
+@fuzz_settings(ci=150, long=2000)
 @given(data=st.data())
 def test_random_calls_to_the_harness_tools_get_a_tool_result(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from([*HARNESS, "rm_rf", ""]))
@@ -83,7 +83,7 @@ def test_random_calls_to_the_harness_tools_get_a_tool_result(data: st.DataObject
         record("agent tool calls", "clean_error", "harness")
 
 
-@fuzz_settings(ci=200, long=8000)
+@fuzz_settings(ci=200, long=3000)
 @given(data=st.data())
 def test_random_calls_to_every_family_tool_get_a_tool_result(data: st.DataObject) -> None:
     family = data.draw(st.sampled_from(sorted(BOXES)))
