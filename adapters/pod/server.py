@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ from typing import Any
 import msgspec
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from handlers.agent_port import (
     AgentBusy,
@@ -187,6 +189,21 @@ def make_app(core: AgentCore, token: str) -> web.Application:
     return app
 
 
+class _ProtocolLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logger, but a request that is not valid HTTP (a control byte in a header, a broken
+    request line) is one warning line, not a traceback: aiohttp answers it 400 itself, and a hostile client
+    must not be able to fill the agent's log with stack traces. Any other exception keeps its traceback."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            text = msg % args if isinstance(msg, str) and args else str(msg)
+            reason = " ".join(str(exc.message).split())[:200]
+            self.logger.warning("%s: malformed HTTP (answered %s): %s", text, exc.code, reason)
+            return
+        super().log(level, msg, *args, **kwargs)
+
+
 def _write_url_file(path: Path, url: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
@@ -205,7 +222,8 @@ async def serve(
 ) -> None:
     """Serve until SIGTERM / SIGINT (or ``idle_exit_s`` without a job or a request); then stop the job."""
     app = make_app(core, token)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    protocol_log = _ProtocolLog(logging.getLogger("aiohttp.server"), {})
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=protocol_log)
     await runner.setup()
     sock = socket.create_server((host, port))
     site = web.SockSite(runner, sock)
