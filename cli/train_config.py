@@ -1,5 +1,6 @@
-"""The run config of ``ait train`` (``examples/configs/<name>.toml``), validated on load; every error names the
-file and the key.
+"""The run config of ``ait train`` (``examples/configs/<name>.toml``), validated on load; every error is one line
+naming the file, the line (where the text shows the key) and the key. Types are strict: ``max_pods = "12"`` is
+a string where a number belongs, never coerced; a byte that is not UTF-8 is an error naming its line.
 
 Tables:
 
@@ -35,13 +36,14 @@ Tables:
 
 from __future__ import annotations
 
-import tomllib
+import re
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from adapters.wandb_sink import WandbConfig
+from engine.tomlfile import TomlError, decode_toml, key_line
 from handlers.budget.rules import BudgetConfig
 from handlers.fleet.policy import FleetConfig
 from handlers.reward.formula import RewardConfig
@@ -159,37 +161,89 @@ def _table(doc: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     return value
 
 
-def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None = None) -> RunConfig:
+_AT_FIELD = re.compile(r"\s*- at `\$\.([^`]+)`")
+_NAMED = (
+    r"^(\w+)(?:\[[^\]]*\])*: ",  # msgspec's "- at `$.max_pods`", said first ("max_pods: ...")
+    r"\b{table}\.(\w+)",  # __post_init__ / from_mapping: "fleet.tick_s must be ..."
+    r"unknown (?:key\(s\)|field)s? \[?['`](\w+)",  # "unknown key(s) ['max_podz']", "unknown field `x`"
+    r"missing required field `(\w+)`",
+    r"\] (\w+):",  # "[outer] loss_fn: ..."
+    r"^(\w+):",  # "kind: 'x' is not one of ..."
+)
+
+
+def _located(exc: Exception, text: str, source: str, table: str) -> ConfigError:
+    """One line naming the file, the line of the offending key (when the text shows it), the table and key."""
+    msg = " ".join(str(exc).split())
+    prefix = f"{source}: "
+    body = msg[len(prefix) :] if msg.startswith(prefix) else msg
+    body = body.removeprefix(f"[{table}]").removeprefix(":").strip()
+    at = _AT_FIELD.search(body)
+    if at:  # say msgspec's "- at `$.max_pods`" as "max_pods: ..."
+        body = f"{at.group(1)}: {_AT_FIELD.sub('', body)}"
+    line = None
+    for pattern in _NAMED:
+        m = re.search(pattern.format(table=re.escape(table)), body)
+        if m:
+            line = key_line(text, [table, *m.group(1).split(".")])
+        if line:
+            break
+    line = line or key_line(text, [table])
+    where = f"{source}:{line}" if line else source
+    return ConfigError(f"{where}: [{table}] {body}")
+
+
+def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None = None, text: str = "") -> RunConfig:
+    """Validate a parsed run config; ``text`` (the file's) lets errors name the line. Types are strict."""
     unknown = sorted(set(doc) - _KNOWN)
     if unknown:
-        raise ConfigError(f"{source}: unknown table(s) {unknown}; known: {sorted(_KNOWN)}")
+        line = key_line(text, [unknown[0]])
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: unknown table(s) {unknown}; known: {sorted(_KNOWN)}")
     parts: dict[str, Any] = {}
     for name, cls in _TABLES.items():
         try:
             parts[name] = msgspec.convert(_table(doc, name, source), cls)
         except (msgspec.ValidationError, ValueError) as exc:
-            raise ConfigError(f"{source}: [{name}] {exc}") from None
-    outer = parse_config(_table(doc, "outer", source), source=source)
+            raise _located(exc, text, source, name) from None
+    try:
+        outer = parse_config(_table(doc, "outer", source), source=source)
+    except ConfigError as exc:
+        raise _located(exc, text, source, "outer") from None
     fleet_table = dict(_table(doc, "fleet", source))
     provider, image = _provider(fleet_table, parts["inner"], source)
     try:
         fleet = FleetConfig.from_mapping(
             {"ladder": _default_ladder(provider), "max_pods": 2, **fleet_table}, source=source
         )
+    except ValueError as exc:
+        raise _located(exc, text, source, "fleet") from None
+    try:
         budget_table = dict(_table(doc, "budget", source))
         if runs_root is not None:
             budget_table.setdefault("ledger", str(runs_root / "costs.jsonl"))
         budget = BudgetConfig.from_mapping(budget_table, source=source)
+    except ValueError as exc:
+        raise _located(exc, text, source, "budget") from None
+    try:
         reward = RewardConfig.from_mapping(_table(doc, "reward", source), source=source)
+    except ValueError as exc:
+        raise _located(exc, text, source, "reward") from None
+    try:
         wandb = WandbConfig.from_mapping(_table(doc, "wandb", source), source=source) if "wandb" in doc else None
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise _located(exc, text, source, "wandb") from None
     baselines: dict[str, dict[str, float]] = {}
     for family, scores in _table(doc, "baselines", source).items():
-        if not isinstance(scores, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in scores.values()
-        ):
-            raise ConfigError(f"{source}: [baselines.{family}] must map model names to scores in [0, 1]")
+        if not isinstance(scores, dict):
+            line = key_line(text, ["baselines", str(family)])
+            where = f"{source}:{line}" if line else source
+            raise ConfigError(f"{where}: [baselines.{family}] must map model names to scores in [0, 1]")
+        for model, v in scores.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0:
+                line = key_line(text, ["baselines", str(family), str(model)])
+                where = f"{source}:{line}" if line else source
+                raise ConfigError(f"{where}: [baselines.{family}] {model!r} = {v!r}: a score in [0, 1] is needed")
         baselines[family] = {str(k): float(v) for k, v in scores.items()}
     cfg = RunConfig(
         source=source,
@@ -285,9 +339,11 @@ def required_keys(cfg: RunConfig) -> dict[str, str]:
 def load_run_config(path: Path | str, *, runs_root: Path | None = None) -> RunConfig:
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return parse_run_config(doc, source=str(p), runs_root=runs_root)
+    try:
+        doc = decode_toml(data, str(p))
+    except TomlError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_run_config(doc, source=str(p), runs_root=runs_root, text=data.decode("utf-8"))
