@@ -11,6 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI shares 2 cores between test processes: input generation and examples may be slow there without being wrong.
+# Per-test settings (example counts) still apply; only the timing checks are off.
+settings.register_profile("shared-cores", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-cores")
 
 TEST_KEY_FILE = Path(__file__).parent / "data" / "eval-test.key"
 
