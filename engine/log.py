@@ -1,6 +1,6 @@
 """The append-only JSONL event log: one writer task, group commit, torn-tail recovery, corruption detection.
 
-Durability modes (an append returns only when its mode is satisfied):
+Durability modes (what "durable" means for :meth:`EventLog.wait_durable` and :meth:`EventLog.append`):
 
 - ``always``: every line is written and fsynced on its own before its append returns;
 - ``batch`` (default): group commit. The writer drains every line queued so far, writes them, fsyncs
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
@@ -272,6 +273,8 @@ class EventLog:
         self.bytes_written = recovery.size
         self._base_seq = len(recovery.records)
         self._appended = 0
+        #: the last seq whose batch satisfied the durability mode (-1: none)
+        self.durable_seq = self._base_seq - 1
 
     @classmethod
     def open(cls, path: Path | str, durability: Durability | str = Durability.BATCH) -> EventLog:
@@ -313,6 +316,33 @@ class EventLog:
         if batch.error is not None:
             raise LogFatalError(f"{self.path}: {batch.error}") from batch.error
 
+    async def wait_durable(self, seq: int) -> None:
+        """Wait until record ``seq`` (already submitted) satisfies the durability mode.
+
+        Batches complete in seq order, so waiting for the batch that holds ``seq`` is enough: the pending one
+        if ``seq`` was queued after the writer took its last batch, else the one being flushed.
+        """
+        if seq <= self.durable_seq:
+            return
+        if seq >= self.next_seq:
+            raise ValueError(f"{self.path}: seq {seq} was never submitted (next is {self.next_seq})")
+        pending = self._pending
+        batch = pending if pending.records and seq >= pending.records[0].seq else self._inflight
+        if batch is None:  # pragma: no cover - the writer updates durable_seq before it drops _inflight
+            raise AssertionError(f"seq {seq} is neither durable, flushing nor pending")
+        await batch.done.wait()
+        self.check(batch.error)
+
+    async def throttle(self, max_pending: int) -> None:
+        """Yield to the writer, and wait while more than ``max_pending`` lines are queued (bounded memory)."""
+        if len(self._pending.lines) <= max_pending:
+            await anyio.lowlevel.checkpoint()
+            return
+        while len(self._pending.lines) > max_pending:
+            batch = self._inflight or self._pending
+            await batch.done.wait()
+            self.check(batch.error)
+
     def check(self, batch_error: BaseException | None) -> None:
         """Raise :class:`LogFatalError` if the batch a caller waited on failed."""
         if batch_error is not None:
@@ -343,6 +373,7 @@ class EventLog:
                 log.error("log.write_failed", path=str(self.path), error=repr(exc))
                 raise
             self.bytes_written += sum(len(line) for line in batch.lines)
+            self.durable_seq = batch.records[-1].seq
             self.on_durable(batch.records)
             self._inflight = None
             batch.done.set()

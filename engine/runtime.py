@@ -1,9 +1,18 @@
-"""The runtime: ``emit`` -> seq and time -> append -> apply to projections -> publish to reactors.
+"""The runtime: ``emit`` -> seq and time -> buffer -> apply to projections; durable -> publish to reactors.
 
 ``emit`` does its synchronous part (seq, time, idempotency key, queueing the line, folding the event into
 every projection) before its first suspension point, so code that reads a projection and emits with no
 ``await`` in between is atomic with respect to every other task: that is how budget checks stay exact
-under concurrency. The event reaches reactors only once it is durable, in seq order, from the writer.
+under concurrency.
+
+Commit before effect. ``emit`` is acknowledged once its line is in the log's buffer: it does not wait for
+the fsync. Durability is awaited only where something leaves the process (a pod create, a paid API call,
+a reply to a pod or client, an artifact published): the code that launches such an effect first awaits
+:meth:`Runtime.durable` (every event emitted so far, or up to a seq, is durable), so no effect is ever
+launched for a request a crash could still take back. Reactors see an event only once it is durable, in
+seq order, from the writer, so an effect a reactor launches for an event it received is always safe.
+The ports that leave the process are wrapped with this barrier where they are wired
+(:mod:`handlers.durable_ports`); :meth:`emit_durable` is emit + barrier, for one-off cases.
 
 Reactors are async functions run in the runtime's task group (structured concurrency: a reactor that
 raises cancels the others and the error surfaces from the ``async with``). Each gets its own unbounded
@@ -47,6 +56,8 @@ class Runtime:
 
     #: how long a clean exit waits for reactors to finish the records already published to them
     reactor_grace_s = 5.0
+    #: lines an ``emit`` may leave queued before it waits for the writer (bounds the buffer's memory)
+    max_buffered = 65_536
 
     def __init__(
         self,
@@ -138,13 +149,29 @@ class Runtime:
         return rec, done
 
     async def emit(self, body: EventBody) -> Recorded:
-        """Record ``body``; returns once it is durable (per the log's mode) and published."""
+        """Record ``body``; returns once it is in the log's buffer and every projection (not yet durable).
+
+        Before launching an effect that leaves the process, await :meth:`durable`."""
         if self._tg is None:
             raise RuntimeError("Runtime.emit outside `async with runtime:` (no writer is running)")
-        batch = self.log.current_batch()
-        rec, done = self.emit_nowait(body)
-        await done.wait()
-        self.log.check(batch.error)
+        rec, _ = self.emit_nowait(body)
+        await self.log.throttle(self.max_buffered)
+        return rec
+
+    async def durable(self, seq: int | None = None) -> None:
+        """The effect barrier: return once record ``seq`` (default: every record emitted so far) is durable
+        per the log's mode. Raises :class:`~engine.log.LogFatalError` if the writer failed."""
+        target = self.log.next_seq - 1 if seq is None else seq
+        if target <= self.log.durable_seq:
+            return
+        if self._tg is None:
+            raise RuntimeError("Runtime.durable outside `async with runtime:` (no writer is running)")
+        await self.log.wait_durable(target)
+
+    async def emit_durable(self, body: EventBody) -> Recorded:
+        """:meth:`emit`, then wait until the record (and every one before it) is durable."""
+        rec = await self.emit(body)
+        await self.durable(rec.seq)
         return rec
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:

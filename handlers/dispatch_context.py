@@ -8,6 +8,7 @@ where the provider helper defined it.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from handlers.provider_port import PodSpec, Provider, pod_name
 
 from .agent_port import PodAgent
 from .budget import BudgetGate, BudgetState
+from .durable_ports import DurableAgent, DurableProvider
 from .fleet import FleetState
 from .fleet_policy import FleetConfig
 from .queue import QueueState
@@ -65,6 +67,18 @@ class DispatchContext:
     last_ok: dict[str, float] = field(default_factory=dict)
     #: pod id -> when its health checks started failing (cleared by a good answer)
     unreachable_since: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Commit before effect: an emit is acknowledged in the log's buffer, so every call that leaves the
+        # process (a pod created or terminated, a job submitted, a poll answered) first waits until everything
+        # emitted so far is durable. An effect task is never launched for a request a crash could take back.
+        p = self.ports
+        if not isinstance(p.provider, DurableProvider):
+            self.ports = dataclasses.replace(
+                p,
+                provider=DurableProvider(p.provider, self.runtime.durable),
+                agent=DurableAgent(p.agent, self.runtime.durable),
+            )
 
     @property
     def run_id(self) -> str:

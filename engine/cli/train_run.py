@@ -29,6 +29,7 @@ from handlers.baseline_projection import best_pre
 from handlers.budget import BudgetGate
 from handlers.costs_ledger import CostsLedger
 from handlers.dispatcher import Dispatcher
+from handlers.durable_ports import DurableLearner
 from handlers.episode.resume import episode_histories
 from handlers.episode.rewarding import RewardReactor
 from handlers.prices import load_prices
@@ -108,7 +109,10 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         episodes = OuterEpisodes(
             rt, cfg, policy_for=backend.policy_for, validator=validator, gate=gate, histories=histories
         )
-        loop = OuterLoop(config=cfg.outer, learner=backend.learner, run_episode=episodes, emit=rt.emit, state=state)
+        # The learner's steps are paid calls that change the trainer's state: each waits until what the loop
+        # emitted before it (its batch, the groups it trains on) is durable (commit before effect).
+        learner = DurableLearner(backend.learner, rt.durable)
+        loop = OuterLoop(config=cfg.outer, learner=learner, run_episode=episodes, emit=rt.emit, state=state)
         failure = ""
         try:
             async with fleet_running(rt, cfg, ran_on):

@@ -209,6 +209,7 @@ class EngineMachine(RuleBasedStateMachine):
         """A second runtime opened on the directory now (snapshot + tail, as a resume would) agrees."""
         if self.rt is None:
             return
+        self.portal.call(self.rt.durable)  # emits are acknowledged in the buffer: the disk agrees once durable
         other = Runtime(self.dir, projections(), run_id=RUN_ID)
         try:
             assert live_states(other.states) == self.model.states()
@@ -220,6 +221,7 @@ class EngineMachine(RuleBasedStateMachine):
     def a_rebuild_from_the_log_equals_the_live_state(self) -> None:
         if self.rt is None:
             return
+        self.portal.call(self.rt.durable)
         records = read_log(self.dir / "events.jsonl").records  # also checks crc and gap-free seq
         assert len(records) == self.model.count
         all_projs: list[Any] = [*projections(), EffectsProjection()]
