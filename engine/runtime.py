@@ -22,6 +22,7 @@ stream of records, so a reactor that emits can never deadlock against its own su
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from events import EventBody, Recorded, Request
 from .clock import Clock, SystemClock
 from .effects import EffectsProjection, pending_requests
 from .log import Durability, EventLog
-from .projection import Projection, state_hash
+from .projection import Folder, Projection, state_hash
 from .snapshot import load_snapshot, write_snapshot
 
 __all__ = ["Reactor", "Runtime"]
@@ -92,9 +93,9 @@ class Runtime:
             start, states = snap[0] + 1, snap[1]
         else:
             start, states = 0, {p.name: p.initial() for p in self.projections}
-        for rec in records[start:]:
-            for p in self.projections:
-                states[p.name] = p.apply(states[p.name], rec)
+        folded = [states[p.name] for p in self.projections]
+        Folder(self.projections).fold(itertools.islice(records, start, None), folded)
+        states = {p.name: folded[i] for i, p in enumerate(self.projections)}
         # The opened records are not kept: memory stays bounded by the projections, not the log.
         return states
 
