@@ -22,9 +22,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
+import json
 import os
 import platform
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,6 +46,7 @@ from engine.projection import Projection, handles
 from engine.runtime import Runtime
 from events import CostSettled, EventBody, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
 from events.codec import RecordCodec, _typed_decoder
+from handlers.registry import default_projections
 
 
 class JobStatus(Projection[dict[str, str]]):
@@ -253,6 +259,37 @@ def engine_replay(path: Path) -> None:
     assert result.count
 
 
+def ait_replay(path: Path) -> None:
+    """What ``ait replay`` folds: every default domain projection, effects, counts and the state hash."""
+    result = engine.replay.replay(path, default_projections())
+    assert result.count
+
+
+def ait_replay_process(path: Path) -> float:
+    """CPU seconds of a whole ``ait replay RUN --hash-only`` process (interpreter start and imports included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-m", "engine.cli", "replay", str(path), "--hash-only"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def es_replay(path: Path, python: str, repeat: int) -> dict[str, Any]:
+    """The eventsourcing library's POPO replay of the same file, run by ``python`` (see benchmarks/es_replay.py)."""
+    out = subprocess.run(
+        [python, str(Path(__file__).with_name("es_replay.py")), str(path), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
 # -- main ----------------------------------------------------------------------------------------------
 
 
@@ -267,6 +304,7 @@ def main() -> None:
         "--effect-every", type=int, default=100, help="commit before effect: a durability barrier every N emits"
     )
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    ap.add_argument("--es-python", default="", help="a python with eventsourcing, for the side-by-side replay")
     args = ap.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="log-bench-", dir=args.dir))
@@ -300,7 +338,8 @@ def main() -> None:
             print(f"  durable / buffered throughput: per emit (before) {before:.2f}, commit before effect {after:.2f}")
             print(f"    (target >= 0.8; a barrier every {args.effect_every} events per producer)")
 
-        path = root / "replay.jsonl"
+        (root / "run").mkdir()
+        path = root / "run" / "events.jsonl"  # a run directory: `ait replay` opens it
         write_replay_file(path, args.events)
         size = path.stat().st_size
         print(f"\nreplay: {args.events:,} events, {size / 1e6:.1f} MB ({size / args.events:.0f} B/line)")
@@ -309,7 +348,8 @@ def main() -> None:
             "raw typed decode per line (same Structs)": lambda: raw_decode_typed(path),
             "raw decode_lines (whole buffer)": lambda: raw_decode_lines(path),
             "replay: scan_log + fold (2 projections)": lambda: replay(path),
-            "ait replay: engine.replay.replay": lambda: engine_replay(path),
+            "engine.replay.replay (2 projections)": lambda: engine_replay(path),
+            "ait replay (default projections)": lambda: ait_replay(path),
         }
         best: dict[str, tuple[float, float]] = {}
         for _ in range(args.repeat):  # interleaved, so that a disturbance hits every step alike
@@ -323,6 +363,21 @@ def main() -> None:
         full = best["replay: scan_log + fold (2 projections)"][0]
         print(f"  raw decode / replay (CPU time): {raw / full:.2f}  (target >= 0.5)")
         print(f"  raw typed decode / replay (CPU time): {typed / full:.2f}")
+        ait = best["ait replay (default projections)"][0]
+        print(f"  raw decode / ait replay (default projections, CPU time): {raw / ait:.2f}  (target >= 0.6)")
+        process = min(ait_replay_process(path) for _ in range(args.repeat))
+        print(f"  whole `ait replay --hash-only` process: {process:.2f} s CPU (interpreter and imports included)")
+
+        es_python = args.es_python or (sys.executable if importlib.util.find_spec("eventsourcing") else "")
+        if not es_python:
+            print("\neventsourcing: skipped (--es-python: a python with eventsourcing, see benchmarks/es_replay.py)")
+            return
+        es = es_replay(path, es_python, args.repeat)
+        es_s = float(es["cpu_s"])
+        print(f"\neventsourcing POPO store, same {es['events']:,} events: replay {es_s:.2f} s CPU")
+        print(f"  eventsourcing / ait replay in process: {es_s / ait:.1f}x")
+        print(f"  eventsourcing / whole ait replay process: {es_s / process:.1f}x  (target >= 6)")
+        print(f"  eventsourcing / scan_log + fold (2 projections, as it folds): {es_s / full:.1f}x")
     finally:
         shutil.rmtree(root)
 
