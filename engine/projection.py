@@ -19,7 +19,7 @@ import msgspec
 
 from events import EventBody, Recorded
 
-__all__ = ["Folder", "Projection", "handles", "state_hash"]
+__all__ = ["Folder", "Projection", "encoded_hash", "handles", "state_hash"]
 
 S = TypeVar("S")
 B = TypeVar("B", bound=EventBody)
@@ -147,10 +147,15 @@ _CANONICAL = msgspec.json.Encoder(order="deterministic")
 
 def state_hash(projections: Iterable[Projection[Any]], states: Mapping[str, Any]) -> str:
     """A sha256 over every projection's canonical encoding, in name order. Live and replayed hashes must match."""
+    return encoded_hash({p.name: p.encode_state(states[p.name]) for p in projections})
+
+
+def encoded_hash(encoded: Mapping[str, bytes]) -> str:
+    """:func:`state_hash` of states already encoded (name -> canonical encoding): a snapshot encodes once."""
     h = hashlib.sha256()
-    for p in sorted(projections, key=lambda p: p.name):
-        h.update(p.name.encode())
+    for name in sorted(encoded):
+        h.update(name.encode())
         h.update(b"\0")
-        h.update(p.encode_state(states[p.name]))
+        h.update(encoded[name])
         h.update(b"\0")
     return h.hexdigest()

@@ -41,8 +41,8 @@ from events import EventBody, Recorded, Request
 from .clock import Clock, SystemClock
 from .effects import EffectsProjection, pending_requests
 from .log import Durability, EventLog
-from .projection import Folder, Projection, state_hash
-from .snapshot import load_snapshot, write_snapshot
+from .projection import Folder, Projection, encoded_hash, state_hash
+from .snapshot import load_snapshot, snapshot_anchor, write_snapshot
 
 __all__ = ["Reactor", "Runtime"]
 
@@ -68,7 +68,10 @@ class Runtime:
         run_id: str | None = None,
         clock: Clock | None = None,
         durability: Durability | str = Durability.BATCH,
+        snapshot_every: int = 50_000,
     ) -> None:
+        """``snapshot_every``: write a snapshot each time this many events have become durable since the last
+        one (0: only when :meth:`snapshot` is called). A reopened run then reads only the log after it."""
         self.directory = Path(directory)
         self.run_id = run_id or self.directory.name
         self.clock = clock or SystemClock()
@@ -77,8 +80,13 @@ class Runtime:
         names = [p.name for p in self.projections]
         if len(set(names)) != len(names):
             raise ValueError(f"projection names must be unique: {names}")
-        self.log = EventLog.open(self.directory / "events.jsonl", durability)
+        self._durability = Durability(durability)
+        self._anchor = snapshot_anchor(self.directory)
+        self.log = EventLog.open(self.directory / "events.jsonl", durability, start=self._anchor)
         self.states: dict[str, Any] = self._rebuild()
+        self.snapshot_every = snapshot_every
+        self._snap_seq = self._snapshot_seq
+        self._snapping = False
         self.log.on_durable = self._publish
         self._subscribers: list[MemoryObjectSendStream[Recorded]] = []
         self._tg: TaskGroup | None = None
@@ -87,9 +95,22 @@ class Runtime:
         self._reactors = 0
 
     def _rebuild(self) -> dict[str, Any]:
-        records = self.log.recovery.records
         snap = load_snapshot(self.directory, self.projections)
-        if snap is not None and snap[0] < len(records):
+        self._snapshot_seq = snap[0] if snap is not None else -1
+        if self.log.recovery.first_seq > 0 and (snap is None or snap[0] != self.log.recovery.first_seq - 1):
+            # Only the tail after an anchor was read, but the snapshot is not that anchor's (it was replaced
+            # in between, or does not fit these projections): read the whole log instead.
+            self.log.close()
+            self.log = EventLog.open(self.directory / "events.jsonl", self._durability)
+        records = self.log.recovery.records
+        first = self.log.recovery.first_seq
+        if snap is not None and first > 0:
+            start, states = 0, snap[1]  # records are the tail after the snapshot's seq
+        elif snap is not None and self._anchor is not None and self._anchor[1] <= self.log.recovery.size:
+            # The log reaches the snapshot's offset but its record there is another: the log was cut and grew
+            # again since, so the snapshot folded records the log no longer has. Fold the log from the start.
+            start, states = 0, {p.name: p.initial() for p in self.projections}
+        elif snap is not None and snap[0] < len(records):
             start, states = snap[0] + 1, snap[1]
         else:
             start, states = 0, {p.name: p.initial() for p in self.projections}
@@ -183,6 +204,14 @@ class Runtime:
 
     def _publish(self, records: list[Recorded]) -> None:
         self._last_durable = records[-1].seq
+        if (
+            self.snapshot_every
+            and not self._snapping
+            and self._tg is not None
+            and records[-1].seq - self._snap_seq >= self.snapshot_every
+        ):
+            self._snapping = True
+            self._tg.start_soon(self._auto_snapshot)
         self._changed.set()
         self._changed = anyio.Event()
         for stream in self._subscribers:
@@ -235,7 +264,17 @@ class Runtime:
         seq = self.log.next_seq - 1
         # Encode now, synchronously, so the states match ``seq`` exactly; write only once seq is durable.
         encoded = {p.name: p.encode_state(self.states[p.name]) for p in self.projections}
-        digest = self.state_hash()
+        digest = encoded_hash(encoded)
+        anchor = self.log.anchor()
+        offset, crc = (anchor[1], anchor[2]) if anchor is not None and anchor[0] == seq else (-1, "")
         await self.log.drain()
-        await anyio.to_thread.run_sync(lambda: write_snapshot(self.directory, seq, encoded, digest))
+        await anyio.to_thread.run_sync(
+            lambda: write_snapshot(self.directory, seq, encoded, digest, offset=offset, last_crc=crc)
+        )
         return seq
+
+    async def _auto_snapshot(self) -> None:
+        try:
+            self._snap_seq = await self.snapshot()
+        finally:
+            self._snapping = False
