@@ -1,19 +1,24 @@
-"""Event log benchmark: durable group commit vs buffered appends, and full replay vs raw decoding.
+"""Event log benchmark: durable appends vs buffered ones, and full replay vs raw decoding (and vs eventsourcing).
 
     .venv/bin/python benchmarks/log_bench.py                      # 200k appends per mode, 1M-event replay
     .venv/bin/python benchmarks/log_bench.py --events 100000 --append-events 20000   # quick
+    .venv/bin/python benchmarks/log_bench.py --slow-fsync-ms 4 --es-python /tmp/es-venv/bin/python
 
-1. Append: the same events, through the real Runtime API (``await rt.emit``) from many concurrent
-   producers, once with ``batch`` durability (group commit: one fsync per batch) and once with ``none``
-   (handed to the page cache, no fsync). Both runs write the same number of events (the same file size).
-   Target: batch throughput >= 0.5 x none.
+1. Append: the same events, through the real Runtime API from many concurrent producers: ``none`` durability
+   (buffered: handed to the page cache, no fsync); ``batch`` with every producer awaiting durability after each
+   emit (``emit_durable``: how ``emit`` behaved before commit-before-effect); ``batch`` with ``emit``
+   acknowledged in the buffer (commit before effect), without and with a durability barrier (``durable()``,
+   what an effect awaits) every ``--effect-every`` emits per producer. Each run ends once everything is written
+   (and fsynced). ``--slow-fsync-ms`` makes every fsync sleep first (a slow disk). Target: >= 0.8 of buffered.
 2. Replay: a file of ``--events`` events, read and folded into two projections with ``scan_log`` (every
    line crc-checked, decoded into its typed Structs and seq-checked, in 64 KiB blocks) + ``Projection.fold``
    per block, against the raw floor: reading the file and ``msgspec.json.decode`` (untyped) of every line,
-   results discarded. Printed for reference: the same per-line decoding into the typed Structs a replay
-   builds (faster than untyped: no dicts), ``decode_lines`` over the whole buffer, and ``ait replay``'s
-   ``engine.replay.replay`` (adds the effects projection, per-type counts and the state hash).
-   Target: raw time / replay time >= 0.5.
+   results discarded. Then what ``ait replay`` runs: every default domain projection, effects, per-type counts
+   and the state hash, as it folded before (each projection over each block) and now (one dispatch per record,
+   ``engine.projection.Folder``); and the whole ``ait replay --hash-only`` process. Targets: raw / replay >= 0.5
+   (2 projections), >= 0.6 (``ait replay``).
+3. With ``--es-python`` (a python with ``eventsourcing``; benchmarks/es_replay.py), the same file replayed by
+   the eventsourcing library from its in-memory POPO store, and the ratio (target >= 6x for the whole replay).
 
 Each figure is the best of ``--repeat`` runs (the machine is shared; the best run is the least disturbed).
 """
@@ -22,12 +27,19 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
+import json
 import os
 import platform
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +48,13 @@ import msgspec
 
 import engine.replay
 from engine.clock import ManualClock
+from engine.effects import EffectsProjection
 from engine.log import Durability, scan_log
-from engine.projection import Projection, handles
+from engine.projection import Projection, handles, state_hash
 from engine.runtime import Runtime
 from events import CostSettled, EventBody, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
 from events.codec import RecordCodec, _typed_decoder
+from handlers.registry import default_projections
 
 
 class JobStatus(Projection[dict[str, str]]):
@@ -84,6 +98,9 @@ class Spend(Projection[dict[str, float]]):
         return s
 
 
+_type_name = attrgetter("event.type")
+
+
 def projections() -> list[Projection[Any]]:
     return [JobStatus(), Spend()]
 
@@ -110,20 +127,44 @@ def body(n: int) -> EventBody:
 
 
 class FsyncCounter:
-    def __init__(self) -> None:
+    """Counts the group commits; with ``delay_s`` each also sleeps first (a slow disk, on the writer's thread)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
         self.real = os.fsync
         self.calls = 0
+        self.delay_s = delay_s
 
     def __call__(self, fd: int) -> None:
         self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
         self.real(fd)
 
 
-def append_run(root: Path, mode: Durability, bodies: list[EventBody], producers: int) -> tuple[float, int, int]:
-    """Seconds to emit the bodies (a multiple of ``producers`` of them) from ``producers`` concurrent tasks;
-    the file's size; fsync calls."""
+#: how producers emit: buffered (``none`` mode), durable per emit (the old ``emit``: every producer waits for
+#: its own fsync), commit before effect (``emit`` acknowledged in the buffer, a barrier before each effect)
+APPEND_MODES: dict[str, Durability] = {
+    "buffered (none)": Durability.NONE,
+    "durable per emit (before)": Durability.BATCH,
+    "commit before effect (after)": Durability.BATCH,
+    "  + an effect every N emits": Durability.BATCH,
+}
+
+
+def append_run(
+    root: Path,
+    how: str,
+    bodies: list[EventBody],
+    producers: int,
+    *,
+    fsync_delay_s: float = 0.0,
+    effect_every: int = 100,
+) -> tuple[float, int, int]:
+    """Seconds until the bodies (a multiple of ``producers`` of them), emitted from ``producers`` concurrent
+    tasks, are all written (and durable, for ``batch``); the file's size; fsync calls."""
     directory = Path(tempfile.mkdtemp(dir=root))
-    counter = FsyncCounter()
+    mode = APPEND_MODES[how]
+    counter = FsyncCounter(fsync_delay_s)
     os.fsync = counter  # type: ignore[assignment]  # count the group commits
     try:
         per = len(bodies) // producers
@@ -131,15 +172,26 @@ def append_run(root: Path, mode: Durability, bodies: list[EventBody], producers:
         async def main() -> float:
             async with Runtime(directory, projections(), clock=ManualClock(step=0.001), durability=mode) as rt:
 
-                async def produce(k: int) -> None:
+                async def per_emit(k: int) -> None:
                     for b in bodies[k * per : (k + 1) * per]:
-                        await rt.emit(b)
+                        await rt.emit_durable(b)
 
+                every = effect_every if "effect every" in how else 0
+
+                async def before_effect(k: int) -> None:
+                    # every ``every`` events the producer launches an effect: it waits for durability first
+                    for i, b in enumerate(bodies[k * per : (k + 1) * per], 1):
+                        await rt.emit(b)
+                        if every and i % every == 0:
+                            await rt.durable()
+
+                produce = per_emit if how.startswith("durable") else before_effect
                 counter.calls = 0  # not the directory fsync of the log's creation
                 start = time.perf_counter()
                 async with anyio.create_task_group() as tg:
                     for k in range(producers):
                         tg.start_soon(produce, k)
+                await rt.log.drain()  # everything written (and fsynced, for batch): the same end for all
                 return time.perf_counter() - start
 
         seconds = anyio.run(main)
@@ -221,6 +273,50 @@ def engine_replay(path: Path) -> None:
     assert result.count
 
 
+def ait_replay(path: Path) -> None:
+    """What ``ait replay`` folds: every default domain projection, effects, counts and the state hash."""
+    result = engine.replay.replay(path, default_projections())
+    assert result.count
+
+
+def ait_replay_before(path: Path) -> None:
+    """``ait replay`` as it folded before: each projection over each block in turn (a dispatch per record per
+    projection, effects by isinstance), counts by attribute path; the same projections, checks and hash."""
+    projs: list[Projection[Any]] = [*default_projections(), EffectsProjection()]
+    states = {p.name: p.initial() for p in projs}
+    by_type: Counter[str] = Counter()
+    for block in scan_log(path):
+        for p in projs:
+            states[p.name] = Projection.fold(p, block, states[p.name])
+        by_type.update(map(_type_name, block))
+    assert state_hash(projs, states) and by_type
+
+
+def ait_replay_process(path: Path) -> float:
+    """CPU seconds of a whole ``ait replay RUN --hash-only`` process (interpreter start and imports included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-m", "cli", "replay", str(path), "--hash-only"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def es_replay(path: Path, python: str, repeat: int) -> dict[str, Any]:
+    """The eventsourcing library's POPO replay of the same file, run by ``python`` (see benchmarks/es_replay.py)."""
+    out = subprocess.run(
+        [python, str(Path(__file__).with_name("es_replay.py")), str(path), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
 # -- main ----------------------------------------------------------------------------------------------
 
 
@@ -230,32 +326,48 @@ def main() -> None:
     ap.add_argument("--append-events", type=int, default=200_000, help="events appended per durability mode")
     ap.add_argument("--producers", default="64,1024", help="concurrent emitting tasks (comma-separated: each)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept")
+    ap.add_argument("--slow-fsync-ms", type=float, default=0.0, help="sleep this long in every fsync (a slow disk)")
+    ap.add_argument(
+        "--effect-every", type=int, default=100, help="commit before effect: a durability barrier every N emits"
+    )
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    ap.add_argument("--es-python", default="", help="a python with eventsourcing, for the side-by-side replay")
     args = ap.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="log-bench-", dir=args.dir))
     try:
         print(f"machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}, {root}")
         print(f"fsync of a 200-byte append here: median {fsync_latency(root) * 1e3:.2f} ms")
+        delay = args.slow_fsync_ms / 1e3
+        if delay:
+            print(f"slow fsync: every group commit sleeps {args.slow_fsync_ms:g} ms before its fsync")
         for producers in (int(p) for p in args.producers.split(",")):
             n = args.append_events // producers * producers
             bodies = [body(i) for i in range(n)]
             print(f"\nappend: {n:,} events per mode via Runtime.emit, {producers} producers")
-            results: dict[Durability, tuple[float, int, int]] = {}
-            for mode in (Durability.NONE, Durability.BATCH):
-                runs = [append_run(root, mode, bodies, producers) for _ in range(args.repeat)]
-                results[mode] = min(runs)
-                seconds, size, syncs = results[mode]
+            results: dict[str, tuple[float, int, int]] = {}
+            for how in APPEND_MODES:
+                runs = [
+                    append_run(root, how, bodies, producers, fsync_delay_s=delay, effect_every=args.effect_every)
+                    for _ in range(args.repeat)
+                ]
+                results[how] = min(runs)
+                seconds, size, syncs = results[how]
                 per_sync = f", {n / syncs:,.0f} events/fsync" if syncs else ""
                 print(
-                    f"  {mode.value:6s} {n / seconds:>10,.0f} events/s  "
+                    f"  {how:30s} {n / seconds:>10,.0f} events/s  "
                     f"({seconds:.2f} s, file {size / 1e6:.1f} MB, {syncs:,} fsyncs{per_sync})"
                 )
-            assert results[Durability.NONE][1] == results[Durability.BATCH][1], "both modes write the same file"
-            ratio = results[Durability.NONE][0] / results[Durability.BATCH][0]
-            print(f"  durable (batch) / buffered (none) throughput: {ratio:.2f}  (target >= 0.5)")
+            assert len({r[1] for r in results.values()}) == 1, "every mode writes the same file"
+            base = results["buffered (none)"][0]
+            before = base / results["durable per emit (before)"][0]
+            after = base / results["commit before effect (after)"][0]
+            barrier = base / results["  + an effect every N emits"][0]
+            print(f"  durable / buffered throughput: per emit (before) {before:.2f}, commit before effect {after:.2f}")
+            print(f"    (target >= 0.8); with a barrier every {args.effect_every} emits per producer: {barrier:.2f}")
 
-        path = root / "replay.jsonl"
+        (root / "run").mkdir()
+        path = root / "run" / "events.jsonl"  # a run directory: `ait replay` opens it
         write_replay_file(path, args.events)
         size = path.stat().st_size
         print(f"\nreplay: {args.events:,} events, {size / 1e6:.1f} MB ({size / args.events:.0f} B/line)")
@@ -264,7 +376,9 @@ def main() -> None:
             "raw typed decode per line (same Structs)": lambda: raw_decode_typed(path),
             "raw decode_lines (whole buffer)": lambda: raw_decode_lines(path),
             "replay: scan_log + fold (2 projections)": lambda: replay(path),
-            "ait replay: engine.replay.replay": lambda: engine_replay(path),
+            "engine.replay.replay (2 projections)": lambda: engine_replay(path),
+            "ait replay, per-projection folds (before)": lambda: ait_replay_before(path),
+            "ait replay (default projections)": lambda: ait_replay(path),
         }
         best: dict[str, tuple[float, float]] = {}
         for _ in range(args.repeat):  # interleaved, so that a disturbance hits every step alike
@@ -278,6 +392,23 @@ def main() -> None:
         full = best["replay: scan_log + fold (2 projections)"][0]
         print(f"  raw decode / replay (CPU time): {raw / full:.2f}  (target >= 0.5)")
         print(f"  raw typed decode / replay (CPU time): {typed / full:.2f}")
+        ait = best["ait replay (default projections)"][0]
+        before = best["ait replay, per-projection folds (before)"][0]
+        print(f"  raw decode / ait replay (default projections, CPU): before {raw / before:.2f}, after {raw / ait:.2f}")
+        print("    (target >= 0.6)")
+        process = min(ait_replay_process(path) for _ in range(args.repeat))
+        print(f"  whole `ait replay --hash-only` process: {process:.2f} s CPU (interpreter and imports included)")
+
+        es_python = args.es_python or (sys.executable if importlib.util.find_spec("eventsourcing") else "")
+        if not es_python:
+            print("\neventsourcing: skipped (--es-python: a python with eventsourcing, see benchmarks/es_replay.py)")
+            return
+        es = es_replay(path, es_python, args.repeat)
+        es_s = float(es["cpu_s"])
+        print(f"\neventsourcing POPO store, same {es['events']:,} events: replay {es_s:.2f} s CPU")
+        print(f"  eventsourcing / ait replay in process: {es_s / ait:.1f}x")
+        print(f"  eventsourcing / whole ait replay process: {es_s / process:.1f}x  (target >= 6)")
+        print(f"  eventsourcing / scan_log + fold (2 projections, as it folds): {es_s / full:.1f}x")
     finally:
         shutil.rmtree(root)
 

@@ -1,14 +1,20 @@
-"""Outer-loop throughput simulation: trained episodes per hour, asynchronous off-policy vs synchronous.
+"""Outer-loop throughput on a virtual clock: the REAL ``OuterLoop`` with stand-in episodes and learner.
 
-SIMULATED. An episode = agent turns + validation (lognormal, ``agent_median_s``) + one inner job whose
-duration comes from the fleet simulator's heavy-tailed model (adapters/sim/durations.py). A batch = 5 tasks x
-group 8 = 40 episodes; a learner step takes ``learner_s``.
+SIMULATED time, real policy. ``handlers/training/loop.py``'s :class:`OuterLoop` runs unchanged on an asyncio
+event loop whose clock is virtual (a sleep advances it at once: 200 steps of hours each take seconds of CPU).
+Only the edges are stand-ins: an episode sleeps for a drawn duration (agent turns + validation, lognormal
+``agent_median_s``, plus one inner job from the fleet simulator's heavy-tailed model in
+adapters/sim/durations.py) and returns a one-turn trajectory; the learner sleeps ``learner_s`` per step.
+A batch = 5 tasks x group 8 = 40 episodes, staleness bound K = 2.
 
-- sync: start the batch's 40 episodes on the current sampler, wait for *all* of them (the straggler barrier),
-  train, publish, repeat.
-- async: ``slots`` episodes run at all times; episodes of a task are started together as a group on the newest
-  sampler. The learner trains as soon as 5 whole groups are done; a group sampled with version v that would
-  train at step s with s - v > K is discarded and its task re-run (counted). Sampling never waits on the learner.
+- sync: the same loop with ``max_steps_off_policy = 0`` and ``episode_concurrency`` = the batch: it starts
+  the batch's 5 groups on the current sampler, waits for all of them (the straggler barrier), trains, repeats.
+- async: ``episode_concurrency`` slots; groups start on the newest sampler whenever 8 slots are free and the
+  pacing allows; the learner trains as soon as 5 whole groups are done; groups more than K steps stale are
+  discarded (``episode.stale_discarded``) and their tasks re-run.
+- pacing (``OuterLoop.pace_on_step``, on by default): no group starts while a learner step is in flight, so it
+  starts on the new sampler and keeps its whole staleness window; with the start bound (at most
+  ``tasks_per_batch * (K + 1)`` groups outstanding). Rows without it show the loop as it was.
 
     .venv/bin/python -m benchmarks.outer_sim [--steps 200] [--learner-s 120] [--seed 0]
 """
@@ -16,16 +22,56 @@ group 8 = 40 episodes; a learner step takes ``learner_s``.
 from __future__ import annotations
 
 import argparse
-import heapq
+import asyncio
 import math
 import random
-from collections import deque
+import selectors
+import time
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
+import structlog
 
 from adapters.sim.durations import DurationModel
+from events._base import EventBody
+from events.learning import BatchCollected, EpisodeStaleDiscarded, GroupStarted
+from handlers.ports.learner import StepOutcome
+from handlers.training.batch import TaskRef
+from handlers.training.config import OuterConfig
+from handlers.training.datums import DatumSpec, SampledTurn
+from handlers.training.episodes import FinishedEpisode
+from handlers.training.loop import OuterLoop
 
-__all__ = ["SimResult", "run_async", "run_sync"]
+__all__ = ["SimResult", "VirtualClockLoop", "run_loop"]
+
+
+class _VirtualSelector(selectors.SelectSelector):
+    """Never blocks: waiting ``timeout`` seconds for I/O moves the loop's clock forward by ``timeout``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop: VirtualClockLoop | None = None
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        assert self.loop is not None
+        if timeout is None:  # nothing scheduled and nothing ready: every task waits on another
+            raise RuntimeError("virtual clock: deadlock (no timer and no ready callback)")
+        self.loop.now += timeout
+        return []
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` is virtual: the next timer fires as soon as nothing else is ready."""
+
+    def __init__(self) -> None:
+        selector = _VirtualSelector()
+        super().__init__(selector)
+        selector.loop = self
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
 
 
 class SimResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,16 +79,22 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     steps: int
     hours: float
     trained_episodes: int
+    started_episodes: int
     discarded_episodes: int
     staleness_mean: float
+    cpu_s: float
 
     @property
     def episodes_per_hour(self) -> float:
         return self.trained_episodes / self.hours
 
+    @property
+    def discarded_share(self) -> float:
+        return self.discarded_episodes / max(1, self.started_episodes)
+
 
 class _Episodes:
-    """Episode durations: agent time + a heavy-tailed job, from one seeded stream (paired across modes)."""
+    """Episode durations: agent time + a heavy-tailed job, from one seeded stream."""
 
     def __init__(self, seed: int, agent_median_s: float, model: DurationModel) -> None:
         self._rng = random.Random(f"{seed}:outer")
@@ -53,131 +105,123 @@ class _Episodes:
         return self._agent * math.exp(0.4 * self._rng.gauss(0.0, 1.0)) + self._model.sample(self._rng)
 
 
-def run_sync(
-    *,
-    steps: int,
-    tasks: int = 5,
-    group: int = 8,
-    learner_s: float = 120.0,
-    seed: int = 0,
-    agent_median_s: float = 300.0,
-    model: DurationModel | None = None,
-) -> SimResult:
-    eps = _Episodes(seed, agent_median_s, model or DurationModel())
-    t = 0.0
-    for _ in range(steps):
-        t += max(eps.draw() for _ in range(tasks * group)) + learner_s
-    return SimResult(
-        mode="sync",
-        steps=steps,
-        hours=t / 3600,
-        trained_episodes=steps * tasks * group,
-        discarded_episodes=0,
-        staleness_mean=0.0,
-    )
+class _Learner:
+    """The LearnerPort, standing in for Tinker: a step takes ``learner_s`` of (virtual) time."""
+
+    def __init__(self, learner_s: float) -> None:
+        self.learner_s = learner_s
+        self.steps = 0
+
+    async def train_step(
+        self,
+        datums: Sequence[DatumSpec],
+        *,
+        loss_fn: str,
+        loss_fn_config: dict[str, float] | None,
+        learning_rate: float,
+    ) -> StepOutcome:
+        await asyncio.sleep(self.learner_s)
+        self.steps += 1
+        return StepOutcome(metrics={"datums": float(len(datums))})
+
+    async def save(self, name: str, *, with_state: bool) -> tuple[str, str]:
+        return "", f"sampler://{name}"
 
 
-def run_async(
+_TURN = [SampledTurn(prompt_tokens=[1, 2, 3], sampled_tokens=[4, 5], sampled_logprobs=[-0.5, -0.25])]
+
+
+def run_loop(
     *,
+    mode: str,
     steps: int,
-    tasks: int = 5,
-    group: int = 8,
-    learner_s: float = 120.0,
-    seed: int = 0,
     slots: int = 40,
     max_off: int = 2,
+    pace: bool = True,
+    tasks: int = 5,
+    group: int = 8,
+    learner_s: float = 120.0,
+    seed: int = 0,
     agent_median_s: float = 300.0,
     model: DurationModel | None = None,
 ) -> SimResult:
-    if slots < group:
-        raise ValueError("slots must hold at least one group")
+    """Run the real OuterLoop for ``steps`` learner steps on the virtual clock."""
+    cfg = OuterConfig(
+        group_size=group,
+        tasks_per_batch=tasks,
+        max_steps_off_policy=max_off,
+        episode_concurrency=slots,
+        save_every=0,
+        max_steps=steps,
+        seed=seed,
+    )
     eps = _Episodes(seed, agent_median_s, model or DurationModel())
-    heap: list[tuple[float, int, str, int]] = []  # (time, tiebreak, kind, group id)
-    seq = 0
-    version = 0  # newest published sampler
-    left: dict[int, int] = {}  # group -> episodes still running
-    gversion: dict[int, int] = {}
-    done: deque[int] = deque()  # finished groups, in finish order
-    free = slots
-    next_group = 0
-    learner_busy = False
-    step = 0
-    trained = discarded = 0
-    lag_sum = 0
-    t = 0.0
+    rng = random.Random(f"{seed}:reward")
+    counts: dict[str, Any] = {"started": 0, "discarded": 0, "trained": 0, "lag": 0.0}
 
-    def start_groups() -> None:
-        nonlocal free, next_group, seq
-        while free >= group:  # a group starts whole, on the newest sampler
-            g = next_group
-            next_group += 1
-            left[g], gversion[g] = group, version
-            free -= group
-            for _ in range(group):
-                seq += 1
-                heapq.heappush(heap, (t + eps.draw(), seq, "ep", g))
+    async def emit(body: EventBody) -> None:
+        if isinstance(body, GroupStarted):
+            counts["started"] += len(body.episode_ids)
+        elif isinstance(body, EpisodeStaleDiscarded):
+            counts["discarded"] += 1
+        elif isinstance(body, BatchCollected):
+            counts["trained"] += len(body.episode_ids)
+            counts["lag"] += body.staleness_mean * len(body.episode_ids)
 
-    def try_learn() -> None:
-        nonlocal learner_busy, discarded, seq, trained, lag_sum
-        if learner_busy:
-            return
-        # drop groups too stale to train at this step (their tasks are simply re-run: new groups)
-        for g in [g for g in done if step - gversion[g] > max_off]:
-            done.remove(g)
-            discarded += group
-        if len(done) < tasks:
-            return
-        batch = sorted(done, key=lambda g: gversion[g])[:tasks]
-        for g in batch:
-            done.remove(g)
-            lag_sum += (step - gversion[g]) * group
-        trained += tasks * group
-        learner_busy = True
-        seq += 1
-        heapq.heappush(heap, (t + learner_s, seq, "learn", -1))
+    async def run_episode(episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
+        await asyncio.sleep(eps.draw())
+        return FinishedEpisode(
+            episode_id=episode_id, task_id=task.task_id, sampler_version=version, reward=rng.random(), turns=_TURN
+        )
 
-    start_groups()
-    while step < steps:
-        t, _, kind, g = heapq.heappop(heap)
-        if kind == "ep":
-            free += 1
-            left[g] -= 1
-            if left[g] == 0:
-                done.append(g)
-        else:
-            learner_busy = False
-            step += 1
-            version = step
-        start_groups()
-        try_learn()
+    loop = VirtualClockLoop()
+    cpu = time.process_time()
+    try:
+        outer = OuterLoop(config=cfg, learner=_Learner(learner_s), run_episode=run_episode, emit=emit)
+        outer.pace_on_step = pace
+        done = loop.run_until_complete(outer.run())
+        hours = loop.time() / 3600
+    finally:
+        loop.close()
+    assert done == steps
+    trained = counts["trained"]
     return SimResult(
-        mode=f"async(slots={slots},K={max_off})",
+        mode=mode,
         steps=steps,
-        hours=t / 3600,
+        hours=hours,
         trained_episodes=trained,
-        discarded_episodes=discarded,
-        staleness_mean=lag_sum / max(1, trained),
+        started_episodes=counts["started"],
+        discarded_episodes=counts["discarded"],
+        staleness_mean=counts["lag"] / max(1, trained),
+        cpu_s=time.process_time() - cpu,
     )
 
 
 def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings only: no line per step
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--learner-s", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slots", default="40,48,64", help="episode_concurrency values for the async rows")
     args = ap.parse_args()
-    print("SIMULATED outer loop: batch 40 = 5 tasks x group 8, staleness K=2, heavy-tailed job times")
+    print("SIMULATED time, REAL OuterLoop: batch 40 = 5 tasks x group 8, staleness K=2, heavy-tailed job times")
     print(f"learner step {args.learner_s:.0f} s, {args.steps} steps, seed {args.seed}")
-    sync = run_sync(steps=args.steps, learner_s=args.learner_s, seed=args.seed)
+    common: dict[str, Any] = {"steps": args.steps, "learner_s": args.learner_s, "seed": args.seed}
+    sync = run_loop(mode="sync (K=0, 40 slots)", slots=40, max_off=0, **common)
     rows = [sync]
-    for slots in (40, 80, 120):
-        rows.append(run_async(steps=args.steps, learner_s=args.learner_s, seed=args.seed, slots=slots))
-    print(f"{'mode':<24}{'ep/h':>8}{'ratio':>8}{'hours':>9}{'discarded':>11}{'mean lag':>10}")
+    for slots in (int(s) for s in args.slots.split(",")):
+        for pace in (False, True):
+            label = f"async {slots} slots, " + ("paced" if pace else "not paced")
+            rows.append(run_loop(mode=label, slots=slots, pace=pace, **common))
+    print(f"{'mode':<34}{'ep/h':>8}{'ratio':>8}{'hours':>9}{'started':>9}{'discarded':>11}{'share':>8}{'lag':>6}")
     for r in rows:
         print(
-            f"{r.mode:<24}{r.episodes_per_hour:>8.1f}{r.episodes_per_hour / sync.episodes_per_hour:>8.2f}"
-            f"{r.hours:>9.1f}{r.discarded_episodes:>11}{r.staleness_mean:>10.2f}"
+            f"{r.mode:<34}{r.episodes_per_hour:>8.1f}{r.episodes_per_hour / sync.episodes_per_hour:>8.2f}"
+            f"{r.hours:>9.1f}{r.started_episodes:>9}{r.discarded_episodes:>11}{r.discarded_share:>8.1%}"
+            f"{r.staleness_mean:>6.2f}"
         )
+    print(f"(CPU for all rows: {sum(r.cpu_s for r in rows):.1f} s)")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.prices import load_prices
 from handlers.budget.rules import BudgetGate
 from handlers.budget.training_cost import OFFLINE_ITEM
+from handlers.durable_ports import DurableLearner
 from handlers.episode.resume import episode_histories
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.registry import default_projections
@@ -124,9 +125,12 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         episodes = OuterEpisodes(
             rt, cfg, policy_for=backend.policy_for, validator=validator, gate=gate, histories=histories
         )
+        # The learner's steps are paid calls that change the trainer's state: each waits until what the loop
+        # emitted before it (its batch, the groups it trains on) is durable (commit before effect).
+        learner = DurableLearner(backend.learner, rt.durable)
         loop = OuterLoop(
             config=cfg.outer,
-            learner=backend.learner,
+            learner=learner,
             run_episode=episodes,
             emit=rt.emit,
             state=state,

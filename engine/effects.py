@@ -7,6 +7,8 @@ outcome, with the same key, and never repeats one that has. This projection is a
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from events import EventBody, Outcome, Recorded, Request
@@ -31,6 +33,22 @@ class EffectsProjection(Projection[dict[str, PendingEffect]]):
 
     def initial(self) -> dict[str, PendingEffect]:
         return {}
+
+    def handler_for(self, event_type: type[EventBody]) -> Any:
+        # By class hierarchy, once per type (the Folder caches it): most events are neither.
+        if issubclass(event_type, Request):
+            return EffectsProjection._request
+        if issubclass(event_type, Outcome):
+            return EffectsProjection._outcome
+        return None
+
+    def _request(self, state: dict[str, PendingEffect], ev: Request) -> dict[str, PendingEffect]:
+        state[ev.key] = PendingEffect(self.current.seq, ev.type, msgspec.Raw(_ENC.encode(ev)))
+        return state
+
+    def _outcome(self, state: dict[str, PendingEffect], ev: Outcome) -> dict[str, PendingEffect]:
+        state.pop(ev.key, None)
+        return state
 
     def apply(self, state: dict[str, PendingEffect], rec: Recorded) -> dict[str, PendingEffect]:
         # Not dispatched by class: every Request / Outcome subclass counts, whatever its domain.

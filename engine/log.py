@@ -1,6 +1,6 @@
 """The append-only JSONL event log: one writer task, group commit, torn-tail recovery, corruption detection.
 
-Durability modes (an append returns only when its mode is satisfied):
+Durability modes (what "durable" means for :meth:`EventLog.wait_durable` and :meth:`EventLog.append`):
 
 - ``always``: every line is written and fsynced on its own before its append returns;
 - ``batch`` (default): group commit. The writer drains every line queued so far, writes them, fsyncs
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
@@ -45,6 +46,7 @@ from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
 
 __all__ = [
+    "Anchor",
     "Durability",
     "EventLog",
     "LogCorrupted",
@@ -91,6 +93,7 @@ class Recovery:
     records: list[Recorded]
     size: int  # byte length of the valid prefix
     torn_bytes: int  # bytes after the last newline: an unfinished write
+    first_seq: int = 0  # the seq of records[0]: above 0 when only the tail after a snapshot's anchor was read
     corrupt_line: int = 0  # 1-based line number of a complete final line that failed its check; 0: none
     corrupt_bytes: int = 0  # that line's length, newline included
     corrupt_reason: str = ""
@@ -140,11 +143,14 @@ class LogScan:
     of a corrupt final line after it, and ``torn_bytes`` the length of the torn tail after the last newline.
     """
 
-    def __init__(self, path: Path, data: bytes, codec: RecordCodec) -> None:
+    def __init__(self, path: Path, data: bytes, codec: RecordCodec, *, first_seq: int = 0, base: int = 0) -> None:
+        """``data``: the log's bytes from offset ``base``, where the record of seq ``first_seq`` starts."""
         self.path = path
         self.data = data
         self.codec = codec
-        self.size = 0
+        self.first_seq = first_seq
+        self.base = base
+        self.size = base
         self.torn_bytes = 0
         self.corrupt_line = 0
         self.corrupt_bytes = 0
@@ -153,7 +159,7 @@ class LogScan:
     def __iter__(self) -> Iterator[list[Recorded]]:
         data, codec = self.data, self.codec
         end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn tail
-        pos = seq = 0
+        pos, seq = 0, self.first_seq
         torn_line = False
         while pos < end:
             stop = data.rfind(b"\n", pos, pos + _BLOCK) + 1
@@ -181,7 +187,7 @@ class LogScan:
             if done < stop:  # the file's last complete line failed its check
                 torn_line = True
                 break
-        self.size, self.corrupt_bytes, self.torn_bytes = pos, end - pos, len(data) - end
+        self.size, self.corrupt_bytes, self.torn_bytes = self.base + pos, end - pos, len(data) - end
         if _glued_record(data[end:], codec):
             line_no = seq + 1 + torn_line
             raise LogCorrupted(self.path, line_no, "a whole record followed by stray bytes: its newline was damaged")
@@ -218,9 +224,52 @@ def scan_log(path: Path | str, codec: RecordCodec | None = None) -> LogScan:
     return LogScan(p, p.read_bytes(), codec or RecordCodec())
 
 
-def read_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
-    """Read and check a log without changing it (a torn tail is reported, not cut)."""
-    scan = scan_log(path, codec)
+#: (seq, byte offset just past its line, that line's crc field): where a snapshot says its seq ends
+Anchor = tuple[int, int, str]
+
+
+def _tail_after(path: Path, anchor: Anchor, codec: RecordCodec) -> bytes | None:
+    """The log's bytes after the anchor, if the line that ends at its offset is the anchor's record (same
+    seq, same crc: the very line the snapshot folded last); None if not (a log cut or regrown since)."""
+    seq, offset, crc = anchor
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if offset > size:
+            return None
+        back = 4096
+        while True:  # the last line before the offset: read back until its start
+            lo = max(0, offset - back)
+            f.seek(lo)
+            head = f.read(offset - lo)
+            nl = head.rfind(b"\n", 0, len(head) - 1)
+            if nl >= 0 or lo == 0:
+                break
+            back *= 4
+        line = head[nl + 1 :]
+        if not line.endswith(b"\n"):
+            return None
+        try:
+            rec = codec.decode(line)
+        except CorruptRecord:
+            return None
+        if rec.seq != seq or not line.endswith(b'"crc":"%s"}\n' % crc.encode()):
+            return None
+        f.seek(offset)
+        return f.read()
+
+
+def read_log(path: Path | str, codec: RecordCodec | None = None, *, start: Anchor | None = None) -> Recovery:
+    """Read and check a log without changing it (a torn tail is reported, not cut).
+
+    With ``start`` (a snapshot's anchor), only the records after it are read and checked, when the line
+    before its offset is the anchor's record; otherwise the whole log is, as without it."""
+    p = Path(path)
+    c = codec or RecordCodec()
+    tail = _tail_after(p, start, c) if start is not None else None
+    if tail is not None and start is not None:
+        scan = LogScan(p, tail, c, first_seq=start[0] + 1, base=start[1])
+    else:
+        scan = scan_log(p, c)
     records: list[Recorded] = []
     # A million records are a million allocations of objects that form no cycles: with the collector on,
     # its young-generation passes run thousands of times (and full passes over the growing list) and find
@@ -237,6 +286,7 @@ def read_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
         records,
         scan.size,
         scan.torn_bytes,
+        scan.first_seq,
         corrupt_line=scan.corrupt_line,
         corrupt_bytes=scan.corrupt_bytes,
         corrupt_reason=scan.corrupt_reason,
@@ -265,14 +315,14 @@ def _set_aside(path: Path, line_no: int, data: bytes) -> Path:
     return dest
 
 
-def recover_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
+def recover_log(path: Path | str, codec: RecordCodec | None = None, *, start: Anchor | None = None) -> Recovery:
     """Read a log and cut what follows its valid prefix (fsynced), so appends continue from a clean line end.
 
     A torn tail is cut; a corrupt complete final line (with whatever follows it) is first copied aside
     (:func:`set_aside_path`) and only then cut: its bytes are never deleted.
     """
     p = Path(path)
-    rec = read_log(p, codec)
+    rec = read_log(p, codec, start=start)
     if rec.corrupt_bytes:
         with open(p, "rb") as f:
             f.seek(rec.size)
@@ -344,12 +394,22 @@ class EventLog:
         self._fatal: BaseException | None = None
         self._closed = False
         self.bytes_written = recovery.size
-        self._base_seq = len(recovery.records)
+        self._base_seq = recovery.first_seq + len(recovery.records)
         self._appended = 0
+        #: the byte length the log will have once everything submitted is written, and the crc field of the
+        #: last line submitted (or recovered): a snapshot's anchor
+        self.end_offset = recovery.size
+        self._last_line = b""
+        #: the last seq whose batch satisfied the durability mode (-1: none)
+        self.durable_seq = self._base_seq - 1
 
     @classmethod
-    def open(cls, path: Path | str, durability: Durability | str = Durability.BATCH) -> EventLog:
+    def open(
+        cls, path: Path | str, durability: Durability | str = Durability.BATCH, *, start: Anchor | None = None
+    ) -> EventLog:
         """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks.
+
+        ``start``: a snapshot's anchor; only the records after it are read (see :func:`read_log`).
 
         Takes the run's writer lock (:mod:`engine.writer_lock`) first, before reading the log back: a second
         writer on the same directory raises :class:`~engine.writer_lock.RunLocked` and touches nothing.
@@ -360,11 +420,12 @@ class EventLog:
         try:
             created = not p.exists()
             if created:
+                p.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
                 _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
                 recovery = Recovery([], 0, 0)
             else:
-                recovery = recover_log(p, codec)
+                recovery = recover_log(p, codec, start=start)
                 fd = os.open(p, os.O_WRONLY | os.O_APPEND)
         except BaseException:
             lock.release()
@@ -381,9 +442,12 @@ class EventLog:
             raise LogFatalError(f"{self.path}: the log writer failed earlier: {self._fatal}") from self._fatal
         if self._closed:
             raise LogFatalError(f"{self.path}: the log is closed")
-        self._pending.lines.append(self.codec.encode(rec))
+        line = self.codec.encode(rec)
+        self._pending.lines.append(line)
         self._pending.records.append(rec)
         self._appended += 1
+        self.end_offset += len(line)
+        self._last_line = line
         self._wake.set()
         return self._pending.done
 
@@ -394,6 +458,40 @@ class EventLog:
         await done.wait()
         if batch.error is not None:
             raise LogFatalError(f"{self.path}: {batch.error}") from batch.error
+
+    def anchor(self) -> Anchor | None:
+        """``(seq, offset, crc)`` of the last record submitted in this process (None before the first)."""
+        if not self._last_line:
+            return None
+        crc = self._last_line[-11:-3].decode()  # ...,"crc":"xxxxxxxx"}\n
+        return (self.next_seq - 1, self.end_offset, crc)
+
+    async def wait_durable(self, seq: int) -> None:
+        """Wait until record ``seq`` (already submitted) satisfies the durability mode.
+
+        Batches complete in seq order, so waiting for the batch that holds ``seq`` is enough: the pending one
+        if ``seq`` was queued after the writer took its last batch, else the one being flushed.
+        """
+        if seq <= self.durable_seq:
+            return
+        if seq >= self.next_seq:
+            raise ValueError(f"{self.path}: seq {seq} was never submitted (next is {self.next_seq})")
+        pending = self._pending
+        batch = pending if pending.records and seq >= pending.records[0].seq else self._inflight
+        if batch is None:  # pragma: no cover - the writer updates durable_seq before it drops _inflight
+            raise AssertionError(f"seq {seq} is neither durable, flushing nor pending")
+        await batch.done.wait()
+        self.check(batch.error)
+
+    async def throttle(self, max_pending: int) -> None:
+        """Yield to the writer, and wait while more than ``max_pending`` lines are queued (bounded memory)."""
+        if len(self._pending.lines) <= max_pending:
+            await anyio.lowlevel.checkpoint()
+            return
+        while len(self._pending.lines) > max_pending:
+            batch = self._inflight or self._pending
+            await batch.done.wait()
+            self.check(batch.error)
 
     def check(self, batch_error: BaseException | None) -> None:
         """Raise :class:`LogFatalError` if the batch a caller waited on failed."""
@@ -425,6 +523,7 @@ class EventLog:
                 log.error("log.write_failed", path=str(self.path), error=repr(exc))
                 raise
             self.bytes_written += sum(len(line) for line in batch.lines)
+            self.durable_seq = batch.records[-1].seq
             self.on_durable(batch.records)
             self._inflight = None
             batch.done.set()

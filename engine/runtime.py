@@ -1,9 +1,18 @@
-"""The runtime: ``emit`` -> seq and time -> append -> apply to projections -> publish to reactors.
+"""The runtime: ``emit`` -> seq and time -> buffer -> apply to projections; durable -> publish to reactors.
 
 ``emit`` does its synchronous part (seq, time, idempotency key, queueing the line, folding the event into
 every projection) before its first suspension point, so code that reads a projection and emits with no
 ``await`` in between is atomic with respect to every other task: that is how budget checks stay exact
-under concurrency. The event reaches reactors only once it is durable, in seq order, from the writer.
+under concurrency.
+
+Commit before effect. ``emit`` is acknowledged once its line is in the log's buffer: it does not wait for
+the fsync. Durability is awaited only where something leaves the process (a pod create, a paid API call,
+a reply to a pod or client, an artifact published): the code that launches such an effect first awaits
+:meth:`Runtime.durable` (every event emitted so far, or up to a seq, is durable), so no effect is ever
+launched for a request a crash could still take back. Reactors see an event only once it is durable, in
+seq order, from the writer, so an effect a reactor launches for an event it received is always safe.
+The ports that leave the process are wrapped with this barrier where they are wired
+(:mod:`handlers.durable_ports`); :meth:`emit_durable` is emit + barrier, for one-off cases.
 
 Reactors are async functions run in the runtime's task group (structured concurrency: a reactor that
 raises cancels the others and the error surfaces from the ``async with``). Each gets its own unbounded
@@ -13,6 +22,7 @@ stream of records, so a reactor that emits can never deadlock against its own su
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -31,8 +41,8 @@ from events import EventBody, Recorded, Request
 from .clock import Clock, SystemClock
 from .effects import EffectsProjection, pending_requests
 from .log import Durability, EventLog
-from .projection import Projection, state_hash
-from .snapshot import load_snapshot, write_snapshot
+from .projection import Folder, Projection, encoded_hash, state_hash
+from .snapshot import load_snapshot, snapshot_anchor, write_snapshot
 
 __all__ = ["Reactor", "Runtime"]
 
@@ -47,6 +57,8 @@ class Runtime:
 
     #: how long a clean exit waits for reactors to finish the records already published to them
     reactor_grace_s = 5.0
+    #: lines an ``emit`` may leave queued before it waits for the writer (bounds the buffer's memory)
+    max_buffered = 65_536
 
     def __init__(
         self,
@@ -56,7 +68,10 @@ class Runtime:
         run_id: str | None = None,
         clock: Clock | None = None,
         durability: Durability | str = Durability.BATCH,
+        snapshot_every: int = 50_000,
     ) -> None:
+        """``snapshot_every``: write a snapshot each time this many events have become durable since the last
+        one (0: only when :meth:`snapshot` is called). A reopened run then reads only the log after it."""
         self.directory = Path(directory)
         self.run_id = run_id or self.directory.name
         self.clock = clock or SystemClock()
@@ -65,12 +80,18 @@ class Runtime:
         names = [p.name for p in self.projections]
         if len(set(names)) != len(names):
             raise ValueError(f"projection names must be unique: {names}")
-        self.log = EventLog.open(self.directory / "events.jsonl", durability)  # takes the run's writer lock
+        self._durability = Durability(durability)
+        self._anchor = snapshot_anchor(self.directory)
+        # takes the run's writer lock
+        self.log = EventLog.open(self.directory / "events.jsonl", durability, start=self._anchor)
         try:
             self.states: dict[str, Any] = self._rebuild()
         except BaseException:
             self.log.close()  # and lets the lock go: this process will not write the run
             raise
+        self.snapshot_every = snapshot_every
+        self._snap_seq = self._snapshot_seq
+        self._snapping = False
         self.log.on_durable = self._publish
         self._subscribers: list[MemoryObjectSendStream[Recorded]] = []
         self._tg: TaskGroup | None = None
@@ -79,15 +100,28 @@ class Runtime:
         self._reactors = 0
 
     def _rebuild(self) -> dict[str, Any]:
-        records = self.log.recovery.records
         snap = load_snapshot(self.directory, self.projections)
-        if snap is not None and snap[0] < len(records):
+        self._snapshot_seq = snap[0] if snap is not None else -1
+        if self.log.recovery.first_seq > 0 and (snap is None or snap[0] != self.log.recovery.first_seq - 1):
+            # Only the tail after an anchor was read, but the snapshot is not that anchor's (it was replaced
+            # in between, or does not fit these projections): read the whole log instead.
+            self.log.close()
+            self.log = EventLog.open(self.directory / "events.jsonl", self._durability)
+        records = self.log.recovery.records
+        first = self.log.recovery.first_seq
+        if snap is not None and first > 0:
+            start, states = 0, snap[1]  # records are the tail after the snapshot's seq
+        elif snap is not None and self._anchor is not None and self._anchor[1] <= self.log.recovery.size:
+            # The log reaches the snapshot's offset but its record there is another: the log was cut and grew
+            # again since, so the snapshot folded records the log no longer has. Fold the log from the start.
+            start, states = 0, {p.name: p.initial() for p in self.projections}
+        elif snap is not None and snap[0] < len(records):
             start, states = snap[0] + 1, snap[1]
         else:
             start, states = 0, {p.name: p.initial() for p in self.projections}
-        for rec in records[start:]:
-            for p in self.projections:
-                states[p.name] = p.apply(states[p.name], rec)
+        folded = [states[p.name] for p in self.projections]
+        Folder(self.projections).fold(itertools.islice(records, start, None), folded)
+        states = {p.name: folded[i] for i, p in enumerate(self.projections)}
         # The opened records are not kept: memory stays bounded by the projections, not the log.
         return states
 
@@ -142,13 +176,29 @@ class Runtime:
         return rec, done
 
     async def emit(self, body: EventBody) -> Recorded:
-        """Record ``body``; returns once it is durable (per the log's mode) and published."""
+        """Record ``body``; returns once it is in the log's buffer and every projection (not yet durable).
+
+        Before launching an effect that leaves the process, await :meth:`durable`."""
         if self._tg is None:
             raise RuntimeError("Runtime.emit outside `async with runtime:` (no writer is running)")
-        batch = self.log.current_batch()
-        rec, done = self.emit_nowait(body)
-        await done.wait()
-        self.log.check(batch.error)
+        rec, _ = self.emit_nowait(body)
+        await self.log.throttle(self.max_buffered)
+        return rec
+
+    async def durable(self, seq: int | None = None) -> None:
+        """The effect barrier: return once record ``seq`` (default: every record emitted so far) is durable
+        per the log's mode. Raises :class:`~engine.log.LogFatalError` if the writer failed."""
+        target = self.log.next_seq - 1 if seq is None else seq
+        if target <= self.log.durable_seq:
+            return
+        if self._tg is None:
+            raise RuntimeError("Runtime.durable outside `async with runtime:` (no writer is running)")
+        await self.log.wait_durable(target)
+
+    async def emit_durable(self, body: EventBody) -> Recorded:
+        """:meth:`emit`, then wait until the record (and every one before it) is durable."""
+        rec = await self.emit(body)
+        await self.durable(rec.seq)
         return rec
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
@@ -159,6 +209,14 @@ class Runtime:
 
     def _publish(self, records: list[Recorded]) -> None:
         self._last_durable = records[-1].seq
+        if (
+            self.snapshot_every
+            and not self._snapping
+            and self._tg is not None
+            and records[-1].seq - self._snap_seq >= self.snapshot_every
+        ):
+            self._snapping = True
+            self._tg.start_soon(self._auto_snapshot)
         self._changed.set()
         self._changed = anyio.Event()
         for stream in self._subscribers:
@@ -212,7 +270,17 @@ class Runtime:
         seq = self.log.next_seq - 1
         # Encode now, synchronously, so the states match ``seq`` exactly; write only once seq is durable.
         encoded = {p.name: p.encode_state(self.states[p.name]) for p in self.projections}
-        digest = self.state_hash()
+        digest = encoded_hash(encoded)
+        anchor = self.log.anchor()
+        offset, crc = (anchor[1], anchor[2]) if anchor is not None and anchor[0] == seq else (-1, "")
         await self.log.drain()
-        await anyio.to_thread.run_sync(lambda: write_snapshot(self.directory, seq, encoded, digest))
+        await anyio.to_thread.run_sync(
+            lambda: write_snapshot(self.directory, seq, encoded, digest, offset=offset, last_crc=crc)
+        )
         return seq
+
+    async def _auto_snapshot(self) -> None:
+        try:
+            self._snap_seq = await self.snapshot()
+        finally:
+            self._snapping = False

@@ -3,6 +3,10 @@
 State and position change in one atomic step, so a snapshot can never claim a seq its state does not
 reflect. Loading = newest snapshot, then replay only the events after its seq. A snapshot is an
 optimisation: deleting it never loses anything, the log stays the truth.
+
+A snapshot also anchors the log: the byte offset just past its seq's line, and that line's crc. Opening a run
+then reads and checks only the log after the offset (``engine.log.read_log(start=...)``), once the line before
+it is found to be that very record; otherwise (a log cut or regrown since) the whole log is read as before.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import msgspec
 from .atomic import write_atomic
 from .projection import Projection
 
-__all__ = ["Snapshot", "load_snapshot", "write_snapshot"]
+__all__ = ["Snapshot", "load_snapshot", "snapshot_anchor", "write_snapshot"]
 
 SNAPSHOT_NAME = "snapshot.json"
 
@@ -25,13 +29,29 @@ class Snapshot(msgspec.Struct, frozen=True):
     seq: int  # the last seq folded into ``states``; -1 for none
     states: dict[str, msgspec.Raw]
     state_hash: str = ""
+    offset: int = -1  # the log's byte length through ``seq``'s line (-1: not recorded)
+    last_crc: str = ""  # the crc field of ``seq``'s line
 
 
-def write_snapshot(directory: Path | str, seq: int, encoded: Mapping[str, bytes], state_hash: str = "") -> Path:
+class _Anchor(msgspec.Struct):
+    seq: int
+    offset: int = -1
+    last_crc: str = ""
+
+
+def write_snapshot(
+    directory: Path | str,
+    seq: int,
+    encoded: Mapping[str, bytes],
+    state_hash: str = "",
+    *,
+    offset: int = -1,
+    last_crc: str = "",
+) -> Path:
     """Write ``{seq, states}`` atomically; ``encoded`` maps projection name -> its encoded state."""
     d = Path(directory)
     raw = {name: msgspec.Raw(data) for name, data in encoded.items()}
-    data = msgspec.json.encode(Snapshot(seq, raw, state_hash))
+    data = msgspec.json.encode(Snapshot(seq, raw, state_hash, offset, last_crc))
     return write_atomic(d / SNAPSHOT_NAME, data)
 
 
@@ -47,3 +67,12 @@ def load_snapshot(directory: Path | str, projections: Sequence[Projection[Any]])
     if any(p.name not in snap.states for p in projections):
         return None
     return snap.seq, {p.name: p.decode_state(bytes(snap.states[p.name])) for p in projections}
+
+
+def snapshot_anchor(directory: Path | str) -> tuple[int, int, str] | None:
+    """``(seq, offset, last_crc)`` of the snapshot, when it records where its seq ends in the log."""
+    path = Path(directory) / SNAPSHOT_NAME
+    if not path.exists():
+        return None
+    a = msgspec.json.decode(path.read_bytes(), type=_Anchor)
+    return (a.seq, a.offset, a.last_crc) if a.offset > 0 and a.seq >= 0 and a.last_crc else None

@@ -425,7 +425,10 @@ class BudgetGate:
         """The gate over a runtime whose projections include a :class:`BudgetProjection`."""
         if not isinstance(runtime.state(BudgetProjection), BudgetState):
             raise TypeError("the runtime has no BudgetProjection")
-        return cls(runtime.emit, lambda: runtime.state(BudgetProjection), prices)
+        # Durable emits: a reservation precedes a spend that leaves the process (a pod, a paid call), so it
+        # must be on disk before the gate lets the caller go on (commit before effect); settlements too, so
+        # that a crash after a settle never charges the reservation again as an orphan.
+        return cls(runtime.emit_durable, lambda: runtime.state(BudgetProjection), prices)
 
     @property
     def state(self) -> BudgetState:

@@ -24,7 +24,7 @@ from events.money import CostSettled
 from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
 
 if TYPE_CHECKING:  # handlers.training imports the budget rules, which import this module
-    from handlers.training.datums import DatumSpec
+    from handlers.ports.learner import DatumSpec
 
 __all__ = ["OFFLINE_ITEM", "step_train_tokens", "training_usd"]
 

@@ -8,6 +8,7 @@ where the provider helper defined it.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from engine.blobs import BlobStore
 from engine.clock import Clock
 from events import EventBody, Recorded
 from handlers.budget.rules import BudgetGate, BudgetProjection, BudgetState
+from handlers.durable_ports import DurableAgent, DurableProvider
 from handlers.fleet.policy import FleetConfig
 from handlers.fleet.projection import FleetProjection, FleetState
 from handlers.fleet.queue import QueueProjection, QueueState
@@ -61,6 +63,18 @@ class DispatchContext:
     last_ok: dict[str, float] = field(default_factory=dict)
     #: pod id -> when its health checks started failing (cleared by a good answer)
     unreachable_since: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Commit before effect: an emit is acknowledged in the log's buffer, so every call that leaves the
+        # process (a pod created or terminated, a job submitted, a poll answered) first waits until everything
+        # emitted so far is durable. An effect task is never launched for a request a crash could take back.
+        p = self.ports
+        if not isinstance(p.provider, DurableProvider):
+            self.ports = dataclasses.replace(
+                p,
+                provider=DurableProvider(p.provider, self.runtime.durable),
+                agent=DurableAgent(p.agent, self.runtime.durable),
+            )
 
     @property
     def run_id(self) -> str:

@@ -10,9 +10,21 @@ from typing import Protocol
 
 import msgspec
 
-from handlers.training.datums import DatumSpec
+__all__ = ["DatumSpec", "LearnerPort", "StepOutcome"]
 
-__all__ = ["LearnerPort", "StepOutcome"]
+
+class DatumSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A Tinker datum in plain lists; every list has the length of ``input_tokens``."""
+
+    input_tokens: list[int]
+    target_tokens: list[int]
+    logprobs: list[float]
+    advantages: list[float]
+    mask: list[float]
+
+    @property
+    def n_trained(self) -> int:
+        return int(sum(self.mask))
 
 
 class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from handlers.ports.learner import DatumSpec
+
 __all__ = ["DatumSpec", "SampledTurn", "trajectory_to_datums"]
 
 
@@ -32,20 +34,6 @@ class SampledTurn(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 f"SampledTurn: {len(self.sampled_tokens)} sampled tokens but {len(self.sampled_logprobs)} logprobs"
             )
-
-
-class DatumSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A Tinker datum in plain lists; every list has the length of ``input_tokens``."""
-
-    input_tokens: list[int]
-    target_tokens: list[int]
-    logprobs: list[float]
-    advantages: list[float]
-    mask: list[float]
-
-    @property
-    def n_trained(self) -> int:
-        return int(sum(self.mask))
 
 
 class _Builder:

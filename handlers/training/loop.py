@@ -6,6 +6,11 @@ sampler, as soon as ``group_size`` of the ``episode_concurrency`` slots are free
 learner. Sampling runs ahead of the learner by at most ``tasks_per_batch * (max_steps_off_policy + 1)`` groups
 (pacing, so it does not pile up episodes that could only be discarded).
 
+Pacing: no group starts while a learner step is in flight. A group started then would sample with version
+``s`` while ``s + 1`` is at most one learner step away, and lose a whole step of its staleness window (it cannot
+join step ``s`` any more); waiting for the new sampler costs a slot at most one learner step. A slot is freed as
+soon as its episode ends, not when its whole group does, so one straggler holds one slot, not eight.
+
 Learner side: as soon as ``tasks_per_batch`` finished groups are fresh enough for step ``s``, the oldest of them
 train (:func:`learner_step`); stale ones are discarded and their tasks re-queued. One slow episode never gates
 a batch: only whole, finished groups are waited for, and any ``tasks_per_batch`` of them make a batch.
@@ -45,6 +50,9 @@ RunEpisode = Callable[[str, TaskRef, int, str], Awaitable[FinishedEpisode]]
 
 
 class OuterLoop:
+    #: pacing: start no group while a learner step is in flight (benchmarks/outer_sim.py compares both)
+    pace_on_step = True
+
     def __init__(
         self,
         *,
@@ -77,6 +85,7 @@ class OuterLoop:
         self._free = config.episode_concurrency
         self._outstanding = 0  # groups started and not yet trained or discarded
         self._done: list[EpisodeGroup] = []
+        self._learning = False  # a learner step is in flight: a fresher sampler is coming
         self._wake = asyncio.Event()  # dispatcher: slots freed, a new sampler, tasks re-queued
         self._learn_wake = asyncio.Event()  # learner: a group finished
         self.requeued: list[str] = []
@@ -111,16 +120,22 @@ class OuterLoop:
         await self._run_group(task, version, path, ids)
 
     async def _run_group(self, task: TaskRef, version: int, path: str, ids: list[str]) -> None:
-        try:
-            episodes = await asyncio.gather(*(self._run_episode(i, task, version, path) for i in ids))
-        finally:
-            self._free += len(ids)
-            self._wake.set()
+        episodes = await asyncio.gather(*(self._episode(i, task, version, path) for i in ids))
         self._done.append(EpisodeGroup(task_id=task.task_id, episodes=list(episodes)))
         self._learn_wake.set()
 
+    async def _episode(self, episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
+        """One episode; its slot is free as soon as it ends (a straggler holds one slot, not its group's)."""
+        try:
+            return await self._run_episode(episode_id, task, version, path)
+        finally:
+            self._free += 1
+            self._wake.set()
+
     def _can_start(self) -> bool:
         ahead = self.cfg.tasks_per_batch * (self.cfg.max_steps_off_policy + 1)
+        if self._learning and self.pace_on_step:
+            return False  # a fresher sampler is at most one learner step away: start the group on it
         return self._free >= self.cfg.group_size and self._outstanding < ahead
 
     def _take(self, groups: list[EpisodeGroup]) -> None:
@@ -142,9 +157,13 @@ class OuterLoop:
             return False
         batch = split.fresh[: self.cfg.tasks_per_batch]  # oldest sampler first
         self._take(batch)
-        result = await learner_step(
-            self._learner, batch, step=self.step, config=self.cfg, emit=self._emit, meter=self._meter
-        )
+        self._learning = True
+        try:
+            result = await learner_step(
+                self._learner, batch, step=self.step, config=self.cfg, emit=self._emit, meter=self._meter
+            )
+        finally:
+            self._learning = False
         if result.applied is None:  # cannot happen: every group in batch is fresh
             raise RuntimeError(f"step {self.step}: fresh batch produced no step")
         self.step += 1

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from handlers.budget.rules import BudgetGate
 from handlers.budget.training_cost import step_train_tokens, training_usd
-from handlers.training.datums import DatumSpec
+from handlers.ports.learner import DatumSpec
 
 __all__ = ["GateMeter", "TrainingMeter"]
 

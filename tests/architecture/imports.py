@@ -75,6 +75,13 @@ def module_graph(found: list[Edge]) -> dict[str, set[str]]:
             target = target.rpartition(".")[0]
         if target and target != e.importer:
             graph.setdefault(e.importer, set()).add(target)
+        # Importing a.b.c runs a/__init__ and a/b/__init__ first: those are imports too (the importer's own
+        # packages excepted: they are already being imported when it runs).
+        parts = target.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in modules and not (e.importer == parent or e.importer.startswith(parent + ".")):
+                graph.setdefault(e.importer, set()).add(parent)
     return graph
 
 

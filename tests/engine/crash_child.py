@@ -2,7 +2,7 @@
 
 ``python -m tests.engine.crash_child DIR [PRODUCERS] [SNAPSHOT_EVERY]`` (from the repository root) opens,
 and so recovers, the run in DIR with ``batch`` durability; several producers then emit ``body_for(seq)``
-in a loop, and after each emit returns the child prints ``ACK <seq> <durable bytes>`` (flushed), so the
+in a loop, and once each emitted event is durable the child prints ``ACK <seq> <durable bytes>`` (flushed), so the
 parent knows exactly which events were acknowledged and how much of the file was fsynced at that point.
 Every SNAPSHOT_EVERY events it writes a snapshot, so kills also land around snapshots.
 
@@ -37,6 +37,9 @@ async def main(directory: str, producers: int, snapshot_every: int) -> None:
                 rec = await rt.emit(body_for(n, RUN_ID))
                 if rec.seq != n:
                     raise AssertionError(f"emitted seq {rec.seq}, expected {n}")
+                # The ACK line is a reply to a client (an effect that leaves the process): it waits for
+                # durability, as every effect does. The emit itself was acknowledged in the buffer.
+                await rt.durable(rec.seq)
                 out.write(f"ACK {rec.seq} {rt.log.bytes_written}\n")
                 out.flush()
                 if snapshot_every and rec.seq % snapshot_every == 0:

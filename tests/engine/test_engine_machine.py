@@ -212,6 +212,7 @@ class EngineMachine(RuleBasedStateMachine):
         directory (tests/engine/test_writer_lock.py)."""
         if self.rt is None:
             return
+        self.portal.call(self.rt.durable)  # emits are acknowledged in the buffer: the disk agrees once durable
         copy = Path(tempfile.mkdtemp(prefix="engine-machine-reopen-")) / self.dir.name
         shutil.copytree(self.dir, copy)
         other = Runtime(copy, projections(), run_id=RUN_ID)
@@ -226,6 +227,7 @@ class EngineMachine(RuleBasedStateMachine):
     def a_rebuild_from_the_log_equals_the_live_state(self) -> None:
         if self.rt is None:
             return
+        self.portal.call(self.rt.durable)
         records = read_log(self.dir / "events.jsonl").records  # also checks crc and gap-free seq
         assert len(records) == self.model.count
         all_projs: list[Any] = [*projections(), EffectsProjection()]

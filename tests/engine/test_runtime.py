@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,51 @@ async def test_reactors_receive_durable_events_in_seq_order(tmp_path: Path, monk
             assert synced_then >= ends[seq], f"reactor {name} saw seq {seq} before it was durable"
 
 
+async def test_emit_is_acknowledged_in_the_buffer_and_durable_waits_for_the_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commit before effect: emit returns before its fsync; ``durable`` returns only after it."""
+    path = tmp_path / "events.jsonl"
+    real = os.fsync
+    synced = 0
+    release = threading.Event()
+
+    def slow_fsync(fd: int) -> None:  # runs on the writer's worker thread
+        nonlocal synced
+        release.wait(timeout=10)
+        size = os.fstat(fd).st_size
+        real(fd)
+        synced = size
+
+    async with Runtime(tmp_path, projections()) as rt:
+        monkeypatch.setattr(os, "fsync", slow_fsync)
+        recs = [await rt.emit(queued(f"j{i}")) for i in range(5)]
+        assert rt.state(JobsProjection)  # folded into the projections at once
+        assert synced == 0 and rt.log.durable_seq == -1  # acknowledged while nothing is synced yet
+        waiter_done = anyio.Event()
+
+        async def effect() -> None:
+            await rt.durable(recs[-1].seq)
+            # the barrier let the effect through only once every line up to its request is on disk
+            assert synced > 0 and rt.log.durable_seq >= recs[-1].seq
+            waiter_done.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(effect)
+                await anyio.sleep(0.05)
+                assert not waiter_done.is_set()  # still waiting for the fsync
+                release.set()
+        finally:
+            release.set()
+        assert waiter_done.is_set()
+        await rt.durable()  # nothing pending: returns at once
+        rec = await rt.emit_durable(queued("k"))
+        assert rt.log.durable_seq == rec.seq
+        monkeypatch.setattr(os, "fsync", real)
+    assert [r.seq for r in read_log(path).records] == list(range(6))
+
+
 async def test_a_reactor_may_emit(tmp_path: Path) -> None:
     """A reactor that emits in response to what it sees never deadlocks on its own subscription."""
     done = anyio.Event()
@@ -201,7 +247,8 @@ async def test_a_failing_reactor_cancels_the_runtime_cleanly(tmp_path: Path) -> 
             rt.start_reactor(bystander)
             with anyio.fail_after(5):
                 for n in range(1000):
-                    emitted.append((await rt.emit(body_for(n))).seq)
+                    # acknowledged = durable (what an effect waits for); a buffered emit may be lost
+                    emitted.append((await rt.emit_durable(body_for(n))).seq)
                     await anyio.lowlevel.checkpoint()
     assert info.group_contains(ValueError, match="reactor broke on seq 3")
     assert not info.group_contains(TimeoutError)
@@ -209,7 +256,7 @@ async def test_a_failing_reactor_cancels_the_runtime_cleanly(tmp_path: Path) -> 
     assert runtime is not None
     with pytest.raises(LogFatalError, match="closed"):
         runtime.emit_nowait(queued("late"))
-    # Everything acknowledged is on disk, and the run reopens and carries on from there.
+    # Everything made durable is on disk, and the run reopens and carries on from there.
     assert 3 <= len(emitted) < 1000
     records = read_log(tmp_path / "events.jsonl").records
     assert [r.seq for r in records][: len(emitted)] == emitted

@@ -12,7 +12,7 @@ import pytest
 
 from engine.clock import ManualClock
 from engine.effects import EffectsProjection
-from engine.log import Durability, read_log
+from engine.log import Durability, LogCorrupted, read_log
 from engine.projection import Projection, state_hash
 from engine.runtime import Runtime
 from engine.snapshot import SNAPSHOT_NAME, Snapshot, load_snapshot, write_snapshot
@@ -188,3 +188,62 @@ async def test_concurrent_snapshots_never_leave_a_mangled_file(tmp_path: Path) -
 
 def queued_job(job: str) -> JobQueued:
     return JobQueued(job_id=job, episode_id="e", family="f", base_model="m", bundle="b")
+
+
+async def test_a_reopen_reads_only_the_log_after_the_snapshots_anchor(tmp_path: Path) -> None:
+    live_hash = await emit_range(tmp_path, 0, 100, snapshot_at=59)
+    snap = msgspec.json.decode((tmp_path / SNAPSHOT_NAME).read_bytes(), type=Snapshot)
+    data = (tmp_path / "events.jsonl").read_bytes()
+    lines = data.splitlines(keepends=True)
+    assert snap.offset == sum(map(len, lines[:60])) and lines[59].endswith(b'"crc":"%s"}\n' % snap.last_crc.encode())
+    rt = Runtime(tmp_path, projections(), run_id="run")
+    try:
+        assert rt.log.recovery.first_seq == 60 and len(rt.log.recovery.records) == 40  # the prefix was not read
+        assert rt.next_seq == 100 and rt.state_hash() == live_hash
+    finally:
+        rt.log.close()
+    # A bad line in the tail is still refused, with its line number in the whole file.
+    bad = bytearray(data)
+    at = sum(map(len, lines[:80])) + 30
+    bad[at] ^= 0x20
+    (tmp_path / "events.jsonl").write_bytes(bytes(bad))
+    with pytest.raises(LogCorrupted) as info:
+        Runtime(tmp_path, projections(), run_id="run")
+    assert info.value.line_no == 81
+
+
+async def test_a_log_regrown_under_the_anchor_is_read_whole(tmp_path: Path) -> None:
+    """Cut below the snapshot, then grown again with other records (other times): the line at the anchor's
+    offset is not the snapshot's record any more, so the whole log is read and the snapshot is not used."""
+    await emit_range(tmp_path, 0, 40, snapshot_at=29)
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:20]))
+    async with Runtime(
+        tmp_path, projections(), run_id="run", clock=ManualClock(start=5000.0, step=1.0), snapshot_every=0
+    ) as rt:
+        for n in range(20, 40):
+            await rt.emit(body_for(n))
+    records = read_log(path).records
+    CountingJobs.applied = 0
+    rt = Runtime(tmp_path, [CountingJobs(), *projections()[1:]], run_id="run")
+    try:
+        assert rt.log.recovery.first_seq == 0 and rt.next_seq == 40
+        assert CountingJobs.applied == 40  # folded from the start: the snapshot's first 30 are not these
+        assert rt.state_hash() == state_hash(all_projections(), fold_all(all_projections(), records))
+    finally:
+        rt.log.close()
+
+
+async def test_the_runtime_writes_a_snapshot_every_n_durable_events(tmp_path: Path) -> None:
+    async with Runtime(tmp_path, projections(), run_id="run", snapshot_every=10) as rt:
+        for n in range(35):
+            await rt.emit_durable(body_for(n))
+        await rt.durable()
+        live = rt.state_hash()
+    snap = msgspec.json.decode((tmp_path / SNAPSHOT_NAME).read_bytes(), type=Snapshot)
+    assert 20 <= snap.seq <= 34 and snap.offset > 0
+    rt = Runtime(tmp_path, projections(), run_id="run")
+    try:
+        assert rt.log.recovery.first_seq == snap.seq + 1 and rt.state_hash() == live
+    finally:
+        rt.log.close()

@@ -21,7 +21,7 @@ from handlers.training import EpisodeGroup, FinishedEpisode, SampledTurn, learne
 from handlers.training.meter import GateMeter
 from handlers.training.projection import TrainingProjection
 from handlers.training.step import BatchAllCapped, build_batch_datums
-from tests.handlers.training.test_step import RecordingLearner
+from tests.fakes.learner import FakeLearner
 
 MODEL = "Qwen/Qwen3.6-35B-A3B"
 
@@ -49,7 +49,7 @@ async def test_capped_episodes_are_left_out_of_the_batch_and_of_their_groups_bas
     async def emit(body: Any) -> None:
         events.append(body)
 
-    learner = RecordingLearner()
+    learner = FakeLearner()
     # The capped episode's 1.0 would lift the group mean to 2/3; without it the mean of [0, 1] is 0.5.
     batch = [_group("a", [1.0, 0.0, 1.0], capped={0})]
     await learner_step(learner, batch, step=0, config=parse_config({}), emit=emit)
@@ -73,7 +73,7 @@ async def test_a_batch_of_capped_episodes_only_trains_nothing() -> None:
     async def emit(body: Any) -> None:
         events.append(body)
 
-    learner = RecordingLearner()
+    learner = FakeLearner()
     with pytest.raises(BatchAllCapped, match="budget cap"):
         await learner_step(
             learner, [_group("a", [1.0, 0.0], capped={0, 1})], step=0, config=parse_config({}), emit=emit
@@ -82,8 +82,8 @@ async def test_a_batch_of_capped_episodes_only_trains_nothing() -> None:
     assert [type(e) for e in events] == [BatchCollected]
 
 
-async def _metered_run(tmp_path: Path, run_usd: float) -> tuple[list[Any], RecordingLearner, int, bool]:
-    learner = RecordingLearner()
+async def _metered_run(tmp_path: Path, run_usd: float) -> tuple[list[Any], FakeLearner, int, bool]:
+    learner = FakeLearner()
     batch = [_group("a", [1.0, 0.0]), _group("b", [0.0, 1.0])]
     tokens = step_train_tokens(build_batch_datums(batch))
     refused = False
@@ -147,7 +147,7 @@ async def test_a_step_the_run_cap_cannot_cover_is_refused_before_it_runs(tmp_pat
 async def test_a_free_learner_is_recorded_even_past_a_spent_cap(tmp_path: Path) -> None:
     """The offline learner's steps cost nothing: a run cap already spent does not refuse them, and the ledger
     still gets their tokens (kind training, $0)."""
-    learner = RecordingLearner()
+    learner = FakeLearner()
     batch = [_group("a", [1.0, 0.0])]
     async with Runtime(tmp_path, default_projections()) as rt:
         await rt.emit(BudgetSet(run_usd=0.0))

@@ -50,9 +50,11 @@ async def test_async_loop_invariants(seed, k, tail):
     published = {e.sampler_version: e.path for e in events if isinstance(e, SamplerPublished)}
     published[0] = ""
     assert all(published[v] == p for _, _, v, p in started)
-    # stale tasks were run again
+    # stale tasks were run again, or (discarded just before the last step: no group starts during a learner
+    # step) wait at the head of the task queue for the next run
+    queued = [t.task_id for t in loop._queue]
     for tid in loop.requeued:
-        assert sum(1 for _, t, _, _ in started if t == tid) >= 2 * cfg.group_size
+        assert sum(1 for _, t, _, _ in started if t == tid) >= 2 * cfg.group_size or tid in queued
     assert all("triage" not in t for e in events if isinstance(e, BatchStarted) for t in e.task_ids)
 
 
