@@ -67,6 +67,7 @@ class SimJob(msgspec.Struct, frozen=True, kw_only=True):
     work_s: float  # true duration on a speed-1.0 GPU
     estimate_s: float
     arrival_s: float = 0.0
+    model: str = ""  # base model ("" = the default ladder's)
 
 
 def make_jobs(

@@ -7,7 +7,8 @@ Nothing here awaits or emits: :mod:`handlers.fleet.dispatcher` calls these and e
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -18,27 +19,54 @@ from handlers.fleet.queue import ACTIVE, JobEntry, QueueState, waiting_jobs
 
 __all__ = [
     "FATAL_PROVISION_KINDS",
+    "JOB_ORDERS",
     "SEED_LADDER",
     "FleetConfig",
     "assignment",
     "attempt_lost",
     "choose_rung",
+    "fits",
+    "job_order",
+    "launch_target",
     "owed_usd",
+    "parse_rung",
     "pods_to_request",
     "reap_reason",
+    "rung_label",
 ]
 
 #: The seed's GPU preference ladder (Runpod ids): cheapest first, and where the arc mostly ran (A40, 4090).
 SEED_LADDER: tuple[str, ...] = ("NVIDIA RTX A5000", "NVIDIA A40", "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000")
 #: Provision failures that no retry or other GPU type will fix: stop launching until a person acts.
 FATAL_PROVISION_KINDS = frozenset({"auth", "quota", "invalid"})
+#: Which waiting job goes first. Longest first (by the job's duration estimate, else its time budget) keeps a
+#: drain's makespan near its lower bound: long jobs start early and the queue ends on short ones
+#: (benchmarks/fleet_sim.py measures both on this dispatcher). Oldest first is plain queue order.
+JOB_ORDERS = ("longest_first", "oldest_first")
+_COUNT_PREFIX = re.compile(r"^([1-9][0-9]?)x (.+)$")
+
+
+def parse_rung(rung: str) -> tuple[str, int]:
+    """``"2x NVIDIA RTX A5000"`` -> ``("NVIDIA RTX A5000", 2)``; a bare GPU type is one GPU."""
+    m = _COUNT_PREFIX.match(rung)
+    return (m.group(2), int(m.group(1))) if m else (rung, 1)
+
+
+def rung_label(gpu_type: str, gpu_count: int) -> str:
+    """The ladder spelling of a pod's GPUs (the inverse of :func:`parse_rung`)."""
+    return gpu_type if gpu_count == 1 else f"{gpu_count}x {gpu_type}"
 
 
 class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The ``[fleet]`` table of a run config (all durations in seconds)."""
 
     max_pods: int = 16
-    ladder: tuple[str, ...] = SEED_LADDER  # GPU types in order of preference
+    # Rungs in order of preference: a GPU type, or "<n>x <GPU type>" for an n-GPU pod (priced per GPU).
+    ladder: tuple[str, ...] = SEED_LADDER
+    # base model -> its own ladder (the rungs that fit it, cheapest per job first). A job of a listed model
+    # runs only on a pod from its ladder; any other job uses ``ladder`` and takes any pod.
+    ladders: dict[str, tuple[str, ...]] = {}
+    order: str = "longest_first"  # which waiting job goes first: one of JOB_ORDERS
     idle_ttl_s: float = 600.0  # an idle pod older than this is terminated
     max_attempts: int = 3  # attempts per job when pods die under it; then the job fails (pod_lost)
     stockout_cooldown_s: float = 300.0  # a rung that was out of stock is skipped this long
@@ -55,10 +83,13 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.max_pods < 1:
             raise ValueError(f"fleet.max_pods must be >= 1, got {self.max_pods}")
-        if not self.ladder:
-            raise ValueError("fleet.ladder must name at least one GPU type")
-        if len(set(self.ladder)) != len(self.ladder):
-            raise ValueError(f"fleet.ladder lists a GPU type twice: {list(self.ladder)}")
+        for where, ladder in (("ladder", self.ladder), *((f"ladders.{m}", lad) for m, lad in self.ladders.items())):
+            if not ladder:
+                raise ValueError(f"fleet.{where} must name at least one GPU type")
+            if len(set(ladder)) != len(ladder):
+                raise ValueError(f"fleet.{where} lists a GPU type twice: {list(ladder)}")
+        if self.order not in JOB_ORDERS:
+            raise ValueError(f"fleet.order must be one of {list(JOB_ORDERS)}, got {self.order!r}")
         if self.max_attempts < 1:
             raise ValueError(f"fleet.max_attempts must be >= 1, got {self.max_attempts}")
         for name in self.__struct_fields__:
@@ -79,6 +110,14 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
         except (msgspec.ValidationError, ValueError) as exc:
             raise ValueError(f"{source}: [fleet]: {exc}") from None
 
+    def rungs_for(self, base_model: str) -> tuple[str, ...]:
+        return self.ladders.get(base_model, self.ladder)
+
+    @property
+    def all_rungs(self) -> tuple[str, ...]:
+        """Every rung of every ladder, once (what the price table must know)."""
+        return tuple(dict.fromkeys([*self.ladder, *(r for lad in self.ladders.values() for r in lad)]))
+
 
 def pods_to_request(*, waiting: int, available: int, booting: int, live: int, max_pods: int) -> int:
     """New pods to launch now: enough for the jobs that no available or booting pod will take, within the cap.
@@ -88,12 +127,45 @@ def pods_to_request(*, waiting: int, available: int, booting: int, live: int, ma
     return max(0, min(waiting - available - booting, max_pods - live))
 
 
-def choose_rung(fleet: FleetState, config: FleetConfig, now: float) -> tuple[int, str] | None:
-    """The most preferred GPU type not out of stock within the cooldown, or None when every rung is out."""
-    for rung, gpu in enumerate(config.ladder):
+def choose_rung(fleet: FleetState, config: FleetConfig, now: float, base_model: str = "") -> tuple[int, str] | None:
+    """The most preferred rung for ``base_model`` not out of stock within the cooldown, or None when every
+    rung is out. Returns (position, rung label)."""
+    for rung, gpu in enumerate(config.rungs_for(base_model)):
         last = fleet.stockouts.get(gpu)
         if last is None or now - last >= config.stockout_cooldown_s:
             return rung, gpu
+    return None
+
+
+def fits(pod: PodEntry, job: JobEntry, config: FleetConfig) -> bool:
+    """May ``job`` run on ``pod``? Only a model with its own ladder is confined to that ladder's rungs."""
+    rungs = config.ladders.get(job.base_model)
+    return rungs is None or rung_label(pod.gpu_type, pod.gpu_count) in rungs
+
+
+def job_order(config: FleetConfig) -> Callable[[JobEntry], tuple[float, int, str]]:
+    """Sort key for waiting jobs under ``config.order`` (ties: queue order, then id)."""
+    if config.order == "oldest_first":
+        return lambda j: (0.0, j.order, j.job_id)
+    return lambda j: (-(j.estimate_s or j.time_budget_s), j.order, j.job_id)
+
+
+def _ordered(queue: QueueState, config: FleetConfig) -> list[JobEntry]:
+    return sorted(waiting_jobs(queue), key=job_order(config))
+
+
+def launch_target(queue: QueueState, fleet: FleetState, config: FleetConfig) -> JobEntry | None:
+    """The first waiting job (in serving order) that no available or booting pod will take, or None.
+
+    Each available or booting pod covers one waiting job it fits, matched greedily in serving order; the
+    launch that follows is for the first job left over, on that job's ladder.
+    """
+    pods = [p for p in fleet.pods.values() if (p.status in AVAILABLE and not p.draining) or p.status in BOOTING]
+    for job in _ordered(queue, config):
+        pod = next((p for p in pods if fits(p, job, config)), None)
+        if pod is None:
+            return job
+        pods.remove(pod)
     return None
 
 
@@ -108,13 +180,18 @@ def launch_count(queue: QueueState, fleet: FleetState, config: FleetConfig) -> i
     )
 
 
-def assignment(queue: QueueState, fleet: FleetState) -> JobAssigned | None:
-    """The oldest waiting job onto the pod idle longest, or None."""
-    jobs, pods = waiting_jobs(queue), available_pods(fleet)
-    if not jobs or not pods:
+def assignment(queue: QueueState, fleet: FleetState, config: FleetConfig | None = None) -> JobAssigned | None:
+    """The first waiting job (``config.order``: longest first by default) that an available pod fits, onto
+    the fitting pod idle longest; or None."""
+    config = config or FleetConfig()
+    pods = available_pods(fleet)
+    if not pods:
         return None
-    job, pod = jobs[0], pods[0]
-    return JobAssigned(job_id=job.job_id, pod_id=pod.pod_id, attempt=job.attempts + 1)
+    for job in _ordered(queue, config):
+        pod = next((p for p in pods if fits(p, job, config)), None)
+        if pod is not None:
+            return JobAssigned(job_id=job.job_id, pod_id=pod.pod_id, attempt=job.attempts + 1)
+    return None
 
 
 def attempt_lost(job: JobEntry, key: str, reason: str, config: FleetConfig) -> JobRequeued | JobFailed | None:

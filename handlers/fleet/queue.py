@@ -39,6 +39,7 @@ class JobEntry(msgspec.Struct, kw_only=True):
     base_model: str
     bundle: str
     time_budget_s: float = 0.0
+    estimate_s: float = 0.0  # predicted duration (0: unknown)
     status: str = "queued"  # queued | assigned | running | succeeded | failed | requeued
     order: int = 0  # seq of job.queued: FIFO position, kept across requeues
     attempts: int = 0  # attempts started so far (the current one included)
@@ -112,6 +113,7 @@ class QueueProjection(Projection[QueueState]):
             base_model=e.base_model,
             bundle=e.bundle,
             time_budget_s=e.time_budget_s,
+            estimate_s=e.estimate_s,
             order=self.current.seq,
             queued_ts=self.current.ts,
         )
