@@ -298,7 +298,9 @@ def _result(
     failed = sum(1 for o in outcomes.values() if o.status == "failed")
     finished = [o.finished_s for o in outcomes.values() if o.finished_s is not None]
     makespan = max(finished, default=0.0)
-    fastest = max(cfg.speed(*parse_rung(r), j.model) for r in cfg.fleet.all_rungs for j in jobs[:1]) if jobs else 1
+    models = {j.model for j in jobs}
+    # the fastest pod any job could get: a valid (if loose) bound when speeds differ by GPU and model
+    fastest = max((cfg.speed(*parse_rung(r), m) for r in cfg.fleet.all_rungs for m in models), default=1.0)
     bound = lower_bound_s(jobs, cfg.fleet.max_pods, fastest)
     return SimResult(
         seed=cfg.seed,

@@ -11,9 +11,11 @@ Each pass (on every new event, and every ``tick_s``) it
    refused chunk drains the pod: no new job, terminated when idle);
 4. assigns waiting jobs to available pods (``[fleet] order``: the longest job first by default, onto the
    fitting pod idle longest);
-5. terminates pods idle past the TTL (or every pod once the queue is drained, with ``once``);
+5. terminates pods idle past the TTL (and, with ``upgrade_pods``, a pod beyond ``max_pods`` on the priciest
+   rung as soon as it comes free, before any assignment) (or every pod once the queue is drained, with ``once``);
 6. launches pods while work waits, up to ``max_pods``, walking the waiting job's GPU ladder (its model's own,
-   or the default) past rungs out of stock,
+   or the default) past rungs out of stock (with ``upgrade_pods``, also a pod on a cheaper rung than the
+   priciest live one while work waits),
    reserving each pod's first chunk of GPU time before its ``pod.requested`` (a refusal is the
    ``cost.refused`` event and no pod);
 7. checks the health of available pods.
@@ -49,6 +51,8 @@ from handlers.fleet.policy import (
     owed_usd,
     parse_rung,
     reap_reason,
+    surplus_pod,
+    upgrade_launch,
 )
 from handlers.fleet.projection import AVAILABLE, BOOTING, LIVE, pod_of_ref, pod_ref, pods_in
 from handlers.fleet.queue import ACTIVE, WAITING, QueueState, active_jobs
@@ -96,6 +100,7 @@ class Dispatcher:
         self._budget_refused_at: tuple[int, ...] | None = None
         self._last_health: dict[str, float] = {}
         self._terminate_retry: dict[str, float] = {}
+        self._paid_up: set[str] = set()  # gone pods whose GPU time is fully settled (skipped by billing)
         self._tg: TaskGroup | None = None
 
     @property
@@ -185,6 +190,10 @@ class Dispatcher:
             await self._request_termination(pod.pod_id, pod.reason or "lost", frozenset({"lost"}))
         # 3. GPU time
         await self._billing()
+        # 3b. a pod beyond max_pods (an upgrade came up) is retired when the priciest comes free
+        surplus = surplus_pod(ctx.queue(), ctx.fleet(), self.config)
+        if surplus is not None:
+            await self._request_termination(surplus.pod_id, "upgraded", AVAILABLE)
         # 4. assignments
         while await ctx.emit_if(lambda: assignment(ctx.queue(), ctx.fleet(), self.config)) is not None:
             pass
@@ -237,14 +246,17 @@ class Dispatcher:
         recent = fleet.last_failure_ts and now - fleet.last_failure_ts < self.config.error_backoff_s
         if recent and not fleet.last_failure.startswith("stock_out"):
             return False
-        if sum(1 for p in fleet.pods.values() if p.status in LIVE) >= self.config.max_pods:
-            return False
-        target = launch_target(ctx.queue(), fleet, self.config)
-        if target is None:
-            return False
-        choice = choose_rung(fleet, self.config, now, target.base_model)
+        choice: tuple[int, str] | None = None
+        if sum(1 for p in fleet.pods.values() if p.status in LIVE) < self.config.max_pods:
+            target = launch_target(ctx.queue(), fleet, self.config)
+            if target is not None:
+                choice = choose_rung(fleet, self.config, now, target.base_model)
+                if choice is None:
+                    return False  # every rung is out of stock: wait for a cooldown to pass
         if choice is None:
-            return False  # every rung is out of stock: wait for a cooldown to pass
+            choice = upgrade_launch(ctx.queue(), fleet, self.config, now)
+        if choice is None:
+            return False
         rung, label = choice
         gpu, count = parse_rung(label)
         pod_id = f"p{fleet.requested}"
@@ -283,6 +295,10 @@ class Dispatcher:
         gate = ctx.ports.gate
         open_ = ctx.budget().open
         for pod in sorted(ctx.fleet().pods.values(), key=lambda p: p.pod_id):
+            if pod.pod_id in self._paid_up:
+                if pod.status == "gone":
+                    continue
+                self._paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
             rate = self._price(pod.gpu_type, pod.usd_per_hour, pod.gpu_count)
             if pod.status == "gone":
                 owed, seconds = owed_usd(pod, rate, pod.ended_ts)
@@ -296,6 +312,8 @@ class Dispatcher:
                     await ctx.emit(
                         charge_unreserved("job", pod_ref(pod.pod_id), owed, item=pod.gpu_type, seconds=seconds)
                     )
+                elif owed < _MICRO_USD and not pod.reservation_id:
+                    self._paid_up.add(pod.pod_id)  # gone and settled: nothing more to do for it (until reopened)
                 continue
             if not pod.created_ts or pod.status not in LIVE:
                 continue

@@ -74,12 +74,12 @@ def _count(state: QueueState, old: str | None, new: str) -> None:
 
 def waiting_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs that may be assigned now, oldest first (sorted: never the dict's order)."""
-    return sorted((j for j in state.jobs.values() if j.status in WAITING), key=lambda j: (j.order, j.job_id))
+    return sorted([j for j in state.jobs.values() if j.status in WAITING], key=lambda j: (j.order, j.job_id))
 
 
 def active_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs with an open attempt, by job id."""
-    return sorted((j for j in state.jobs.values() if j.status in ACTIVE), key=lambda j: j.job_id)
+    return sorted([j for j in state.jobs.values() if j.status in ACTIVE], key=lambda j: j.job_id)
 
 
 class QueueProjection(Projection[QueueState]):

@@ -290,3 +290,18 @@ def test_a_run_that_cannot_finish_stops_at_the_horizon() -> None:
     assert result.unfinished == 5 and result.pods_launched == 0
     assert result.stockouts > 0
     assert all(e.t <= 3600.0 for e in result.trace)
+
+
+def test_a_two_gpu_rung_launches_two_gpu_pods_billed_per_gpu_and_upgrades_stay_within_their_slack() -> None:
+    pair = SimGpu(gpu_type="pair", usd_per_hour=0.25, stockout_fraction=0.5, mean_outage_s=600.0)
+    fleet = {"max_pods": 3, "ladders": {"big": ("2x pair", "cheap")}, "upgrade_pods": 1}
+    cfg = config(2, ("cheap",), fleet=fleet, market=(pair, CHEAP), speeds={"2x pair": {"big": 2.0}}, pod_mttf_s=None)
+    workload = [msgspec.structs.replace(j, model="big") for j in jobs(30, seed=2)]
+    result = simulate(workload, cfg)
+    assert result.succeeded == 30
+    usage = result.by_gpu["2x pair"]
+    assert usage.pods >= 1 and usage.cost_usd == pytest.approx(usage.pod_hours * 2 * 0.25)
+    assert max(live_pods_over_time(result)) <= 3 + 1
+    # a stock-out of "pair" cools the rung down instead of being asked again at once (no hot loop)
+    outs = sorted(e.t for e in result.trace if e.kind == "pod.provision_failed" and e.gpu == "pair")
+    assert all(b - a >= cfg.fleet.stockout_cooldown_s or b == a for a, b in itertools.pairwise(outs))
