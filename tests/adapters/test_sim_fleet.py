@@ -305,3 +305,21 @@ def test_a_two_gpu_rung_launches_two_gpu_pods_billed_per_gpu_and_upgrades_stay_w
     # a stock-out of "pair" cools the rung down instead of being asked again at once (no hot loop)
     outs = sorted(e.t for e in result.trace if e.kind == "pod.provision_failed" and e.gpu == "pair")
     assert all(b - a >= cfg.fleet.stockout_cooldown_s or b == a for a, b in itertools.pairwise(outs))
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_benchmark_labels_every_line_simulated(as_json: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_sim.py"
+    main = runpy.run_path(str(script))["main"]
+    assert main(["--seeds", "1", "--jobs", "24", "--max-pods", "2"] + (["--json"] if as_json else [])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 10
+    for line in lines:
+        if as_json:
+            assert json.loads(line)["simulated"] is True, line
+        else:
+            assert line.startswith(PREFIX), line
