@@ -21,7 +21,7 @@ from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
 from handlers.budget.rules import BudgetGate, BudgetProjection, BudgetState
 from handlers.fleet.context import EvalPackages, Ports, SpecFactory
 from handlers.fleet.dispatcher import DispatcherFatal, DispatchSummary
-from handlers.fleet.policy import SEED_LADDER, FleetConfig
+from handlers.fleet.policy import SEED_LADDER, FleetConfig, parse_rung
 from handlers.fleet.projection import FleetProjection
 from handlers.fleet.queue import QueueProjection
 from handlers.ports.pod_agent import PodAgent
@@ -138,9 +138,9 @@ async def worker_ports(
 
 
 def _check_prices(prices: PriceTable, config: FleetConfig) -> None:
-    for gpu in config.ladder:
+    for rung in config.all_rungs:  # every model's ladder; a rung "2x <type>" is priced per GPU of <type>
         try:
-            prices.gpu(gpu)
+            prices.gpu(parse_rung(rung)[0])
         except UnknownPrice as exc:
             raise WorkerSetupError(f"fleet ladder: {exc}") from None
 

@@ -32,6 +32,7 @@ class PodRequested(Request, frozen=True, kw_only=True):
     gpu_type: str
     provider: str
     rung: int = 0  # position of gpu_type on the GPU preference ladder
+    gpu_count: int = 1  # GPUs in the pod (a rung "2x <type>" asks for two)
     reservation_id: str = ""  # the budget reservation covering its first chunk of GPU time
     pins: dict[str, str] = {}  # the exact revisions the pod is bootstrapped with (prime-rl, verifiers, ...)
 

@@ -29,6 +29,7 @@ class JobQueued(EventBody, frozen=True, kw_only=True):
     base_model: str
     bundle: str  # blob hash of the job bundle (env package, job.toml, task spec)
     time_budget_s: float = 0.0
+    estimate_s: float = 0.0  # predicted wall time on the reference GPU (0: unknown; the budget stands in)
 
 
 @event("job.assigned")

@@ -5,8 +5,10 @@ produces carries ``simulated=True`` and every rendered line starts with ``[SIMUL
 
 - :mod:`.durations`: the reusable heavy-tailed job-duration model and workload generator
 - :mod:`.catalog`: simulated GPU types (price, speed, stock process) and the seed's ladder
-- :mod:`.policy`: the dispatcher's pure decisions (LPT/FIFO, pod choice, how many pods to request)
-- :mod:`.fleet`: the event-driven fleet simulation (:func:`simulate`)
+- :mod:`.fleet`: :func:`simulate` runs the REAL dispatcher (handlers/fleet) on virtual time against
+  :mod:`.provider` and :mod:`.agent`; there is no second scheduler model
+- :mod:`.vclock`: the virtual-time event loop
+- :mod:`.agent`: simulated pod agents (a job takes its work / the pod's speed)
 - :mod:`.results`: what a run reports (trace, outcomes, usage, headline numbers)
 - :mod:`.metrics`: the makespan lower bound
 - :mod:`.report`: labelled rendering
@@ -15,11 +17,11 @@ produces carries ``simulated=True`` and every rendered line starts with ``[SIMUL
 
 from __future__ import annotations
 
+from .agent import SimPodAgents
 from .catalog import DEFAULT_LADDER, SimGpu, StockProcess
 from .durations import DurationModel, SimJob, batched_arrivals, make_jobs
-from .fleet import FleetConfig, simulate
+from .fleet import SIM_FLEET, SimConfig, simulate
 from .metrics import lower_bound_s
-from .policy import Policy
 from .provider import SimProvider
 from .report import BANNER, PREFIX, summary, summary_lines
 from .results import GpuUsage, JobOutcome, SimEvent, SimResult
@@ -28,14 +30,15 @@ __all__ = [
     "BANNER",
     "DEFAULT_LADDER",
     "PREFIX",
+    "SIM_FLEET",
     "DurationModel",
-    "FleetConfig",
     "GpuUsage",
     "JobOutcome",
-    "Policy",
+    "SimConfig",
     "SimEvent",
     "SimGpu",
     "SimJob",
+    "SimPodAgents",
     "SimProvider",
     "SimResult",
     "StockProcess",

@@ -12,7 +12,9 @@ import random
 
 import msgspec
 
-__all__ = ["DEFAULT_LADDER", "SimGpu", "StockProcess"]
+from handlers.fleet.policy import parse_rung
+
+__all__ = ["DEFAULT_LADDER", "SEED_MODELS", "SEED_SPEEDS", "SimGpu", "StockProcess", "right_sized_ladders"]
 
 
 class SimGpu(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,3 +70,46 @@ class StockProcess:
             self._out = not self._out
             self._until += self._rng.expovariate(1 / (self._mean_out if self._out else self._mean_in))
         return self._out
+
+
+#: The seed's two base models and their share of the arc's jobs (the 1.7B share grew from 42% to 95% over
+#: the arc; 75% is its rough mean).
+SEED_MODELS: tuple[tuple[str, float], ...] = (("Qwen/Qwen3-1.7B", 0.75), ("Qwen/Qwen3-0.6B", 0.25))
+
+#: ASSUMED speeds (job work per second; reference = one A40), rung label -> model -> speed. The rule: an RL
+#: job of a small model is mostly rollout decoding, so speed follows memory bandwidth (A40 696 GB/s = 1.0;
+#: A5000 and A6000 768 GB/s = 1.1; RTX 4090 1008 GB/s = 1.45). The 1.7B model on one 24 GB card must share
+#: it between vLLM and the trainer (smaller batches, offloading): x0.7. A 2-GPU pod puts vLLM and the trainer
+#: on a GPU each: x1.8 of one GPU. These make the seed's two cost figures agree: its arc's mix (A40 and 4090)
+#: at ~$0.17/job and 2x A5000 at ~$0.13/job (the seed's benchmark winner). Not measured here: replace with
+#: `benchmarks/gpu_matrix.py` rows when they exist.
+SEED_SPEEDS: dict[str, dict[str, float]] = {
+    "NVIDIA A40": {"": 1.0},
+    "NVIDIA RTX A6000": {"": 1.1},
+    "NVIDIA RTX A5000": {"": 1.1, "Qwen/Qwen3-1.7B": 0.77},
+    "NVIDIA GeForce RTX 4090": {"": 1.45, "Qwen/Qwen3-1.7B": 1.0},
+    "2x NVIDIA RTX A5000": {"": 1.98},
+}
+
+
+def right_sized_ladders(
+    market: tuple[SimGpu, ...],
+    speeds: dict[str, dict[str, float]],
+    models: tuple[tuple[str, float], ...],
+    rungs: tuple[str, ...],
+) -> dict[str, tuple[str, ...]]:
+    """Per model, the ``rungs`` it can run on, cheapest per unit of work first (what ``[fleet] ladders`` takes).
+
+    A rung "<n>x <type>" costs n GPUs; a rung missing from ``speeds`` runs at the GPU's own speed. The real
+    ladder comes from measured rows (benchmarks/gpu_matrix.py writes them in this order); this is the same
+    ordering over the simulation's assumed speeds.
+    """
+    prices = {g.gpu_type: g.usd_per_hour for g in market}
+
+    def usd_per_work_hour(rung: str, model: str) -> float:
+        gpu, count = parse_rung(rung)
+        table = speeds.get(rung, {})
+        speed = table.get(model, table.get("", next(g.speed for g in market if g.gpu_type == gpu)))
+        return prices[gpu] * count / speed
+
+    return {m: tuple(sorted(rungs, key=lambda r: usd_per_work_hour(r, m))) for m, _ in models}

@@ -67,6 +67,7 @@ class SimJob(msgspec.Struct, frozen=True, kw_only=True):
     work_s: float  # true duration on a speed-1.0 GPU
     estimate_s: float
     arrival_s: float = 0.0
+    model: str = ""  # base model ("" = the default ladder's)
 
 
 def make_jobs(
@@ -75,16 +76,20 @@ def make_jobs(
     seed: int,
     *,
     arrivals: Sequence[float] | None = None,
+    models: Sequence[tuple[str, float]] = (),
 ) -> list[SimJob]:
     """``n`` jobs with durations from ``model``; all queued at t=0 unless ``arrivals`` gives each a time.
 
-    Separate random streams for durations and estimates, so changing the estimate noise leaves the
-    true workload identical (comparisons between policies stay paired).
+    ``models``: (base model, share) pairs; each job draws its model from them (none: every job has model "").
+    Separate random streams for durations, estimates and models, so changing the estimate noise or the model
+    mix leaves the true work identical (comparisons between policies stay paired).
     """
     if arrivals is not None and len(arrivals) != n:
         raise ValueError(f"make_jobs: {len(arrivals)} arrival times for {n} jobs")
     work_rng = random.Random(f"{seed}:durations")
     est_rng = random.Random(f"{seed}:estimates")
+    model_rng = random.Random(f"{seed}:models")
+    names, shares = [m for m, _ in models], [w for _, w in models]
     jobs = []
     for i in range(n):
         work = model.sample(work_rng)
@@ -94,6 +99,7 @@ def make_jobs(
                 work_s=work,
                 estimate_s=model.estimate(work, est_rng),
                 arrival_s=float(arrivals[i]) if arrivals is not None else 0.0,
+                model=model_rng.choices(names, shares)[0] if names else "",
             )
         )
     return jobs

@@ -19,10 +19,12 @@ from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodStat
 
 from .catalog import DEFAULT_LADDER, SimGpu, StockProcess
 
-__all__ = ["SimProvider"]
+__all__ = ["SimPod", "SimProvider"]
 
 
-class _SimPod(msgspec.Struct, kw_only=True):
+class SimPod(msgspec.Struct, kw_only=True):
+    """One simulated pod as the market sees it (read by the simulated pod agent and the run's report)."""
+
     provider_id: str
     name: str
     gpu: SimGpu
@@ -45,7 +47,10 @@ class SimProvider:
         provision_median_s: float = 120.0,
         provision_sigma: float = 0.25,
         pod_mttf_s: float | None = None,
+        bootstrap_fail_prob: float = 0.0,
     ) -> None:
+        if not 0 <= bootstrap_fail_prob < 1:
+            raise ValueError("SimProvider: bootstrap_fail_prob must be in [0, 1)")
         self._clock = clock
         self._gpus = {g.gpu_type: g for g in ladder}
         self._stock = {g.gpu_type: StockProcess(g, random.Random(f"{seed}:stock:{g.gpu_type}")) for g in ladder}
@@ -53,19 +58,20 @@ class SimProvider:
         self._median = provision_median_s
         self._sigma = provision_sigma
         self._mttf = pod_mttf_s
-        self._pods: dict[str, _SimPod] = {}
+        self._broken = bootstrap_fail_prob
+        self._pods: dict[str, SimPod] = {}
 
     def __repr__(self) -> str:
         return f"SimProvider(simulated=True, pods={len(self._pods)})"
 
-    def _state(self, pod: _SimPod, now: float) -> PodState:
+    def _state(self, pod: SimPod, now: float) -> PodState:
         if pod.terminated_s is not None:
             return PodState.GONE
         if now >= pod.death_s:
             return PodState.FAILED
         return PodState.RUNNING if now >= pod.ready_s else PodState.PENDING
 
-    def _info(self, pod: _SimPod, now: float) -> PodInfo:
+    def _info(self, pod: SimPod, now: float) -> PodInfo:
         state = self._state(pod, now)
         return PodInfo(
             provider_id=pod.provider_id,
@@ -92,7 +98,9 @@ class SimProvider:
             raise StockOut(f"sim: {gpu.gpu_type} is out of stock (simulated)", gpu_type=gpu.gpu_type)
         ready = now + self._median * math.exp(self._sigma * self._rng.gauss(0.0, 1.0))
         death = ready + self._rng.expovariate(1 / self._mttf) if self._mttf else math.inf
-        pod = _SimPod(
+        if self._broken and self._rng.random() < self._broken:
+            death = ready  # it comes up broken: failed before its agent ever answers
+        pod = SimPod(
             provider_id=f"sim-{len(self._pods) + 1:05d}",
             name=idempotency_name,
             gpu=gpu,
@@ -116,6 +124,19 @@ class SimProvider:
         pod = self._pods.get(provider_id)
         if pod is not None and pod.terminated_s is None:
             pod.terminated_s = self._clock()
+
+    def pods(self) -> list[SimPod]:
+        """Every pod created so far, oldest first."""
+        return list(self._pods.values())
+
+    def pod_at(self, url: str) -> SimPod | None:
+        """The pod behind a ``sim://`` URL."""
+        return self._pods.get(url.removeprefix("sim://"))
+
+    def ended_s(self, pod: SimPod) -> float | None:
+        """When the pod stopped billing (terminated or died), or None while it still bills."""
+        ends = [t for t in (pod.terminated_s, pod.death_s) if t is not None and t <= self._clock()]
+        return min(ends) if ends else None
 
     def billed_usd(self) -> float:
         """Simulated spend so far: each pod from creation to termination or death."""

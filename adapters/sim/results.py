@@ -47,7 +47,7 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
 
     simulated: bool = True
     seed: int
-    policy: str
+    policy: str  # the dispatcher's [fleet] order
     max_pods: int
     jobs: int
     succeeded: int
@@ -73,3 +73,4 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     by_gpu: dict[str, GpuUsage]
     outcomes: dict[str, JobOutcome]
     trace: list[SimEvent]
+    wall_clock_h: float = 0.0  # virtual hours until the dispatcher finished (pool reaped)

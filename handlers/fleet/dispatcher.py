@@ -9,9 +9,13 @@ Each pass (on every new event, and every ``tick_s``) it
    ``max_attempts``);
 3. settles the GPU time of pods that are gone and reserves the next chunk of pods still running (a
    refused chunk drains the pod: no new job, terminated when idle);
-4. assigns waiting jobs to available pods (oldest job onto the pod idle longest);
-5. terminates pods idle past the TTL (or every pod once the queue is drained, with ``once``);
-6. launches pods while work waits, up to ``max_pods``, walking the GPU ladder past rungs out of stock,
+4. assigns waiting jobs to available pods (``[fleet] order``: the longest job first by default, onto the
+   fitting pod idle longest);
+5. terminates pods idle past the TTL (and, with ``upgrade_pods``, a pod beyond ``max_pods`` on the priciest
+   rung as soon as it comes free, before any assignment) (or every pod once the queue is drained, with ``once``);
+6. launches pods while work waits, up to ``max_pods``, walking the waiting job's GPU ladder (its model's own,
+   or the default) past rungs out of stock (with ``upgrade_pods``, also a pod on a cheaper rung than the
+   priciest live one while work waits),
    reserving each pod's first chunk of GPU time before its ``pod.requested`` (a refusal is the
    ``cost.refused`` event and no pod);
 7. checks the health of available pods.
@@ -39,9 +43,19 @@ from handlers.budget.rules import BudgetRefused, charge_unreserved
 from handlers.fleet.context import DispatchContext, Ports
 from handlers.fleet.job_effects import end_attempt_lost, run_attempt
 from handlers.fleet.pod_effects import check_health, provision, terminate
-from handlers.fleet.policy import FleetConfig, assignment, choose_rung, launch_count, owed_usd, reap_reason
+from handlers.fleet.policy import (
+    FleetConfig,
+    assignment,
+    choose_rung,
+    launch_target,
+    owed_usd,
+    parse_rung,
+    reap_reason,
+    surplus_pod,
+    upgrade_launch,
+)
 from handlers.fleet.projection import AVAILABLE, BOOTING, LIVE, pod_of_ref, pod_ref, pods_in
-from handlers.fleet.queue import active_jobs, waiting_jobs
+from handlers.fleet.queue import ACTIVE, WAITING, QueueState, active_jobs
 from handlers.ports.provider import PodState, ProviderAuthError, ProvisionError, parse_pod_name, run_prefix
 
 if TYPE_CHECKING:
@@ -52,6 +66,10 @@ __all__ = ["DispatchSummary", "Dispatcher", "DispatcherFatal"]
 log = structlog.get_logger("handlers.fleet.dispatcher")
 
 _MICRO_USD = 1e-6  # the budget's resolution: float dust below it is never charged (it would never settle)
+
+
+def _count(queue: QueueState, statuses: frozenset[str]) -> int:
+    return sum(queue.counts.get(s, 0) for s in statuses)
 
 
 class DispatcherFatal(Exception):
@@ -82,6 +100,7 @@ class Dispatcher:
         self._budget_refused_at: tuple[int, ...] | None = None
         self._last_health: dict[str, float] = {}
         self._terminate_retry: dict[str, float] = {}
+        self._paid_up: set[str] = set()  # gone pods whose GPU time is fully settled (skipped by billing)
         self._tg: TaskGroup | None = None
 
     @property
@@ -171,11 +190,15 @@ class Dispatcher:
             await self._request_termination(pod.pod_id, pod.reason or "lost", frozenset({"lost"}))
         # 3. GPU time
         await self._billing()
+        # 3b. a pod beyond max_pods (an upgrade came up) is retired when the priciest comes free
+        surplus = surplus_pod(ctx.queue(), ctx.fleet(), self.config)
+        if surplus is not None:
+            await self._request_termination(surplus.pod_id, "upgraded", AVAILABLE)
         # 4. assignments
-        while await ctx.emit_if(lambda: assignment(ctx.queue(), ctx.fleet())) is not None:
+        while await ctx.emit_if(lambda: assignment(ctx.queue(), ctx.fleet(), self.config)) is not None:
             pass
         # 5. reaping
-        drained = self.once and not waiting_jobs(ctx.queue()) and not active_jobs(ctx.queue())
+        drained = self.once and not _count(ctx.queue(), WAITING | ACTIVE)
         for pod in pods_in(ctx.fleet(), AVAILABLE):
             reason = reap_reason(pod, self.config, ctx.now(), drained=drained)
             if reason is not None:
@@ -223,15 +246,22 @@ class Dispatcher:
         recent = fleet.last_failure_ts and now - fleet.last_failure_ts < self.config.error_backoff_s
         if recent and not fleet.last_failure.startswith("stock_out"):
             return False
-        if launch_count(ctx.queue(), fleet, self.config) <= 0:
-            return False
-        choice = choose_rung(fleet, self.config, now)
+        choice: tuple[int, str] | None = None
+        if sum(1 for p in fleet.pods.values() if p.status in LIVE) < self.config.max_pods:
+            target = launch_target(ctx.queue(), fleet, self.config)
+            if target is not None:
+                choice = choose_rung(fleet, self.config, now, target.base_model)
+                if choice is None:
+                    return False  # every rung is out of stock: wait for a cooldown to pass
         if choice is None:
-            return False  # every rung is out of stock: wait for a cooldown to pass
-        rung, gpu = choice
+            choice = upgrade_launch(ctx.queue(), fleet, self.config, now)
+        if choice is None:
+            return False
+        rung, label = choice
+        gpu, count = parse_rung(label)
         pod_id = f"p{fleet.requested}"
         gate = ctx.ports.gate
-        usd = self._prices().gpu_usd(gpu, seconds=self.config.reserve_s)
+        usd = self._prices().gpu_usd(gpu, seconds=self.config.reserve_s, count=count)
         try:
             reservation = await gate.reserve("job", pod_ref(pod_id), usd, item=gpu)
         except BudgetRefused as exc:
@@ -242,28 +272,34 @@ class Dispatcher:
         body = PodRequested(
             pod_id=pod_id,
             gpu_type=gpu,
+            gpu_count=count,
             provider=provider,
             rung=rung,
             reservation_id=reservation.reservation_id,
             pins=dict(self.config.pins),
         )
         await ctx.emit(body)
-        log.info("pod.requested", pod_id=pod_id, gpu_type=gpu, rung=rung)
+        log.info("pod.requested", pod_id=pod_id, gpu_type=gpu, gpu_count=count, rung=rung)
         return True
 
     # -- money -------------------------------------------------------------------------------------
 
-    def _price(self, gpu_type: str, reported: float) -> float:
+    def _price(self, gpu_type: str, reported: float, count: int = 1) -> float:
+        """The pod's USD/hour: what the provider reported for it, else the price table's per-GPU rate x GPUs."""
         if reported > 0:
             return reported
-        return self._prices().gpu(gpu_type).usd_per_hour if gpu_type else 0.0
+        return self._prices().gpu(gpu_type).usd_per_hour * count if gpu_type else 0.0
 
     async def _billing(self) -> None:
         ctx = self.ctx
         gate = ctx.ports.gate
         open_ = ctx.budget().open
         for pod in sorted(ctx.fleet().pods.values(), key=lambda p: p.pod_id):
-            rate = self._price(pod.gpu_type, pod.usd_per_hour)
+            if pod.pod_id in self._paid_up:
+                if pod.status == "gone":
+                    continue
+                self._paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
+            rate = self._price(pod.gpu_type, pod.usd_per_hour, pod.gpu_count)
             if pod.status == "gone":
                 owed, seconds = owed_usd(pod, rate, pod.ended_ts)
                 if pod.reservation_id in open_:
@@ -276,17 +312,19 @@ class Dispatcher:
                     await ctx.emit(
                         charge_unreserved("job", pod_ref(pod.pod_id), owed, item=pod.gpu_type, seconds=seconds)
                     )
+                elif owed < _MICRO_USD and not pod.reservation_id:
+                    self._paid_up.add(pod.pod_id)  # gone and settled: nothing more to do for it (until reopened)
                 continue
             if not pod.created_ts or pod.status not in LIVE:
                 continue
             held = open_.get(pod.reservation_id)
             if held is None and not pod.draining:
-                await self._reserve_chunk(pod.pod_id, pod.gpu_type)
+                await self._reserve_chunk(pod.pod_id, pod.gpu_type, pod.gpu_count)
             elif held is not None and held.micros > 0:
                 owed, seconds = owed_usd(pod, rate, ctx.now())
                 if owed * 1_000_000 >= 0.9 * held.micros:  # 90% used: pay it and reserve the next chunk
                     await gate.settle(pod.reservation_id, owed, seconds=seconds, price_version=self._prices_label())
-                    await self._reserve_chunk(pod.pod_id, pod.gpu_type)
+                    await self._reserve_chunk(pod.pod_id, pod.gpu_type, pod.gpu_count)
 
     def _prices(self) -> PriceTable:
         prices = self.ctx.ports.gate.prices
@@ -298,9 +336,9 @@ class Dispatcher:
         prices = self.ctx.ports.gate.prices
         return prices.label if prices else ""
 
-    async def _reserve_chunk(self, pod_id: str, gpu_type: str) -> None:
+    async def _reserve_chunk(self, pod_id: str, gpu_type: str, count: int = 1) -> None:
         gate = self.ctx.ports.gate
-        usd = self._prices().gpu_usd(gpu_type, seconds=self.config.reserve_s) if gpu_type else 0.0
+        usd = self._prices().gpu_usd(gpu_type, seconds=self.config.reserve_s, count=count) if gpu_type else 0.0
         try:
             await gate.reserve("job", pod_ref(pod_id), usd, item=gpu_type)
         except BudgetRefused as exc:  # the fleet projection marks the pod draining
@@ -355,7 +393,8 @@ class Dispatcher:
     def _finished(self) -> DispatchSummary | None:
         self._check_fatal()
         q, f = self.ctx.queue(), self.ctx.fleet()
-        waiting, active = waiting_jobs(q), active_jobs(q)
+        # From the projection's per-status counts: this runs on every pass, and a long run has many jobs.
+        waiting, active = _count(q, WAITING), _count(q, ACTIVE)
         pods_busy = any(p.status in LIVE | {"lost", "terminating"} for p in f.pods.values())
 
         def summary(status: str, message: str = "") -> DispatchSummary:
@@ -364,7 +403,7 @@ class Dispatcher:
                 status=status,
                 succeeded=counts.get("succeeded", 0),
                 failed=counts.get("failed", 0),
-                waiting=len(waiting),
+                waiting=waiting,
                 message=message,
             )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 import anyio
+import msgspec
 import structlog
 
 from events import PodCreated, PodLost, PodProvisionFailed, PodReady, PodTerminated
@@ -102,9 +103,10 @@ async def provision(ctx: DispatchContext, pod_id: str) -> None:
     info = await _get(ctx, pod.provider_id) if pod.provider_id else None
     if info is None:  # never created (or the provider forgot it): create, idempotent by name
         try:
-            info = await ctx.ports.provider.create_pod(
-                ctx.ports.spec_for(pod.gpu_type, pod_id, token), ctx.pod_name(pod_id)
-            )
+            spec = ctx.ports.spec_for(pod.gpu_type, pod_id, token)
+            if spec.gpu_count != pod.gpu_count:  # the rung says how many GPUs; the factory says what runs
+                spec = msgspec.structs.replace(spec, gpu_count=pod.gpu_count)
+            info = await ctx.ports.provider.create_pod(spec, ctx.pod_name(pod_id))
         except ProvisionError as exc:
             await _failed(ctx, pod, exc.kind, str(exc))
             return

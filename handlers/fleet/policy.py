@@ -7,38 +7,73 @@ Nothing here awaits or emits: :mod:`handlers.fleet.dispatcher` calls these and e
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from events import JobAssigned, JobFailed, JobRequeued
 from handlers.fleet.projection import AVAILABLE, BOOTING, LIVE, FleetState, PodEntry, available_pods
-from handlers.fleet.queue import ACTIVE, JobEntry, QueueState, waiting_jobs
+from handlers.fleet.queue import ACTIVE, WAITING, JobEntry, QueueState, waiting_jobs
 
 __all__ = [
     "FATAL_PROVISION_KINDS",
+    "JOB_ORDERS",
     "SEED_LADDER",
     "FleetConfig",
     "assignment",
     "attempt_lost",
     "choose_rung",
+    "fits",
+    "job_order",
+    "launch_target",
     "owed_usd",
+    "parse_rung",
     "pods_to_request",
     "reap_reason",
+    "rung_label",
+    "rung_rank",
+    "surplus_pod",
+    "upgrade_launch",
 ]
 
 #: The seed's GPU preference ladder (Runpod ids): cheapest first, and where the arc mostly ran (A40, 4090).
 SEED_LADDER: tuple[str, ...] = ("NVIDIA RTX A5000", "NVIDIA A40", "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000")
 #: Provision failures that no retry or other GPU type will fix: stop launching until a person acts.
 FATAL_PROVISION_KINDS = frozenset({"auth", "quota", "invalid"})
+#: Which waiting job goes first. Longest first (by the job's duration estimate, else its time budget) keeps a
+#: drain's makespan near its lower bound: long jobs start early and the queue ends on short ones
+#: (benchmarks/fleet_sim.py measures both on this dispatcher). Oldest first is plain queue order.
+JOB_ORDERS = ("longest_first", "oldest_first")
+_COUNT_PREFIX = re.compile(r"^([1-9][0-9]?)x (.+)$")
+
+
+def parse_rung(rung: str) -> tuple[str, int]:
+    """``"2x NVIDIA RTX A5000"`` -> ``("NVIDIA RTX A5000", 2)``; a bare GPU type is one GPU."""
+    m = _COUNT_PREFIX.match(rung)
+    return (m.group(2), int(m.group(1))) if m else (rung, 1)
+
+
+def rung_label(gpu_type: str, gpu_count: int) -> str:
+    """The ladder spelling of a pod's GPUs (the inverse of :func:`parse_rung`)."""
+    return gpu_type if gpu_count == 1 else f"{gpu_count}x {gpu_type}"
 
 
 class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The ``[fleet]`` table of a run config (all durations in seconds)."""
 
     max_pods: int = 16
-    ladder: tuple[str, ...] = SEED_LADDER  # GPU types in order of preference
+    # Rungs in order of preference: a GPU type, or "<n>x <GPU type>" for an n-GPU pod (priced per GPU).
+    ladder: tuple[str, ...] = SEED_LADDER
+    # base model -> its own ladder (the rungs that fit it, cheapest per job first). A job of a listed model
+    # runs only on a pod from its ladder; any other job uses ``ladder`` and takes any pod.
+    ladders: dict[str, tuple[str, ...]] = {}
+    order: str = "longest_first"  # which waiting job goes first: one of JOB_ORDERS
+    # Pods that may run beyond max_pods for a while to move work onto a cheaper rung: while work waits and a
+    # rung cheaper than the priciest live pod is not in its stock-out cooldown, launch there; the priciest
+    # pod is retired when it next comes free. 0: never exceed max_pods.
+    upgrade_pods: int = 0
     idle_ttl_s: float = 600.0  # an idle pod older than this is terminated
     max_attempts: int = 3  # attempts per job when pods die under it; then the job fails (pod_lost)
     stockout_cooldown_s: float = 300.0  # a rung that was out of stock is skipped this long
@@ -55,10 +90,15 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.max_pods < 1:
             raise ValueError(f"fleet.max_pods must be >= 1, got {self.max_pods}")
-        if not self.ladder:
-            raise ValueError("fleet.ladder must name at least one GPU type")
-        if len(set(self.ladder)) != len(self.ladder):
-            raise ValueError(f"fleet.ladder lists a GPU type twice: {list(self.ladder)}")
+        for where, ladder in (("ladder", self.ladder), *((f"ladders.{m}", lad) for m, lad in self.ladders.items())):
+            if not ladder:
+                raise ValueError(f"fleet.{where} must name at least one GPU type")
+            if len(set(ladder)) != len(ladder):
+                raise ValueError(f"fleet.{where} lists a GPU type twice: {list(ladder)}")
+        if self.order not in JOB_ORDERS:
+            raise ValueError(f"fleet.order must be one of {list(JOB_ORDERS)}, got {self.order!r}")
+        if self.upgrade_pods < 0:
+            raise ValueError(f"fleet.upgrade_pods must be >= 0, got {self.upgrade_pods}")
         if self.max_attempts < 1:
             raise ValueError(f"fleet.max_attempts must be >= 1, got {self.max_attempts}")
         for name in self.__struct_fields__:
@@ -79,6 +119,14 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
         except (msgspec.ValidationError, ValueError) as exc:
             raise ValueError(f"{source}: [fleet]: {exc}") from None
 
+    def rungs_for(self, base_model: str) -> tuple[str, ...]:
+        return self.ladders.get(base_model, self.ladder)
+
+    @property
+    def all_rungs(self) -> tuple[str, ...]:
+        """Every rung of every ladder, once (what the price table must know)."""
+        return tuple(dict.fromkeys([*self.ladder, *(r for lad in self.ladders.values() for r in lad)]))
+
 
 def pods_to_request(*, waiting: int, available: int, booting: int, live: int, max_pods: int) -> int:
     """New pods to launch now: enough for the jobs that no available or booting pod will take, within the cap.
@@ -88,13 +136,91 @@ def pods_to_request(*, waiting: int, available: int, booting: int, live: int, ma
     return max(0, min(waiting - available - booting, max_pods - live))
 
 
-def choose_rung(fleet: FleetState, config: FleetConfig, now: float) -> tuple[int, str] | None:
-    """The most preferred GPU type not out of stock within the cooldown, or None when every rung is out."""
-    for rung, gpu in enumerate(config.ladder):
-        last = fleet.stockouts.get(gpu)
+def choose_rung(fleet: FleetState, config: FleetConfig, now: float, base_model: str = "") -> tuple[int, str] | None:
+    """The most preferred rung for ``base_model`` not out of stock within the cooldown, or None when every
+    rung is out. Returns (position, rung label)."""
+    for rung, label in enumerate(config.rungs_for(base_model)):
+        last = fleet.stockouts.get(parse_rung(label)[0])  # stock-outs are recorded per GPU type, whatever the count
         if last is None or now - last >= config.stockout_cooldown_s:
-            return rung, gpu
+            return rung, label
     return None
+
+
+def fits(pod: PodEntry, job: JobEntry, config: FleetConfig) -> bool:
+    """May ``job`` run on ``pod``? Only a model with its own ladder is confined to that ladder's rungs."""
+    rungs = config.ladders.get(job.base_model)
+    return rungs is None or rung_label(pod.gpu_type, pod.gpu_count) in rungs
+
+
+def job_order(config: FleetConfig) -> Callable[[JobEntry], tuple[float, int, str]]:
+    """Sort key for waiting jobs under ``config.order`` (ties: queue order, then id)."""
+    if config.order == "oldest_first":
+        return lambda j: (0.0, j.order, j.job_id)
+    return lambda j: (-(j.estimate_s or j.time_budget_s), j.order, j.job_id)
+
+
+def _ordered(queue: QueueState, config: FleetConfig) -> list[JobEntry]:
+    return sorted([j for j in queue.jobs.values() if j.status in WAITING], key=job_order(config))
+
+
+def launch_target(queue: QueueState, fleet: FleetState, config: FleetConfig) -> JobEntry | None:
+    """The first waiting job (in serving order) that no available or booting pod will take, or None.
+
+    Each available or booting pod covers one waiting job it fits, matched greedily in serving order; the
+    launch that follows is for the first job left over, on that job's ladder.
+    """
+    pods = [p for p in fleet.pods.values() if (p.status in AVAILABLE and not p.draining) or p.status in BOOTING]
+    for job in _ordered(queue, config):
+        pod = next((p for p in pods if fits(p, job, config)), None)
+        if pod is None:
+            return job
+        pods.remove(pod)
+    return None
+
+
+def rung_rank(pod: PodEntry, ladder: tuple[str, ...]) -> int:
+    """The pod's position on ``ladder`` (lower: preferred, i.e. cheaper per job); off the ladder: last."""
+    label = rung_label(pod.gpu_type, pod.gpu_count)
+    return ladder.index(label) if label in ladder else len(ladder)
+
+
+def _first_waiting(queue: QueueState, config: FleetConfig) -> JobEntry | None:
+    return min((j for j in queue.jobs.values() if j.status in WAITING), key=job_order(config), default=None)
+
+
+def upgrade_launch(queue: QueueState, fleet: FleetState, config: FleetConfig, now: float) -> tuple[int, str] | None:
+    """(0, top rung) for a launch that moves work onto the top rung of the next job's ladder, or None.
+
+    Only with ``upgrade_pods``, while work waits (the new pod has a job to take), and with fewer than
+    ``max_pods + upgrade_pods`` live. The next waiting job's ladder ranks the rungs.
+    """
+    if config.upgrade_pods < 1:
+        return None
+    live = [p for p in fleet.pods.values() if p.status in LIVE]
+    if not live or len(live) >= config.max_pods + config.upgrade_pods:
+        return None
+    job = _first_waiting(queue, config)
+    if job is None:
+        return None
+    choice = choose_rung(fleet, config, now, job.base_model)
+    ladder = config.rungs_for(job.base_model)
+    # Only onto the ladder's top rung, and only from two or more rungs down: neighbouring rungs cost about the
+    # same (a move would cost a boot for little), and models whose ladders order the top two differently
+    # would otherwise trade pods back and forth.
+    if choice is None or choice[0] != 0 or max(rung_rank(p, ladder) for p in live) < 2:
+        return None
+    return choice
+
+
+def surplus_pod(queue: QueueState, fleet: FleetState, config: FleetConfig) -> PodEntry | None:
+    """With more than ``max_pods`` live (after an upgrade), an available pod on the priciest live rung, to retire."""
+    live = [p for p in fleet.pods.values() if p.status in LIVE]
+    if len(live) <= config.max_pods:
+        return None
+    job = _first_waiting(queue, config)
+    ladder = config.rungs_for(job.base_model if job is not None else "")
+    worst = max(rung_rank(p, ladder) for p in live)
+    return next((p for p in available_pods(fleet) if rung_rank(p, ladder) == worst), None)
 
 
 def launch_count(queue: QueueState, fleet: FleetState, config: FleetConfig) -> int:
@@ -108,13 +234,33 @@ def launch_count(queue: QueueState, fleet: FleetState, config: FleetConfig) -> i
     )
 
 
-def assignment(queue: QueueState, fleet: FleetState) -> JobAssigned | None:
-    """The oldest waiting job onto the pod idle longest, or None."""
-    jobs, pods = waiting_jobs(queue), available_pods(fleet)
-    if not jobs or not pods:
+def assignment(queue: QueueState, fleet: FleetState, config: FleetConfig | None = None) -> JobAssigned | None:
+    """The first waiting job (``config.order``: longest first by default) that an available pod fits, onto
+    the fitting pod highest on the job's ladder (cheapest per job), then idle longest; or None."""
+    config = config or FleetConfig()
+    pods = available_pods(fleet)
+    if not pods:
         return None
-    job, pod = jobs[0], pods[0]
-    return JobAssigned(job_id=job.job_id, pod_id=pod.pod_id, attempt=job.attempts + 1)
+    if not config.ladders:  # every pod fits every job: the first in order, without sorting the whole queue
+        first = _first_waiting(queue, config)
+        if first is None:
+            return None
+        return JobAssigned(
+            job_id=first.job_id, pod_id=_cheapest(pods, first, config).pod_id, attempt=first.attempts + 1
+        )
+    for job in _ordered(queue, config):
+        fitting = [p for p in pods if fits(p, job, config)]
+        if fitting:
+            return JobAssigned(
+                job_id=job.job_id, pod_id=_cheapest(fitting, job, config).pod_id, attempt=job.attempts + 1
+            )
+    return None
+
+
+def _cheapest(pods: list[PodEntry], job: JobEntry, config: FleetConfig) -> PodEntry:
+    """The pod highest on the job's ladder (cheapest per job), then the one idle longest (``pods``' order)."""
+    ladder = config.rungs_for(job.base_model)
+    return min(pods, key=lambda p: rung_rank(p, ladder))
 
 
 def attempt_lost(job: JobEntry, key: str, reason: str, config: FleetConfig) -> JobRequeued | JobFailed | None:

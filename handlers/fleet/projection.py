@@ -66,6 +66,7 @@ class PodEntry(msgspec.Struct, kw_only=True):
     status: str = "requested"
     provider: str = ""
     gpu_type: str = ""
+    gpu_count: int = 1
     rung: int = 0
     key: str = ""  # the pod.requested key (the launch's idempotency key)
     provider_id: str = ""
@@ -160,6 +161,7 @@ class FleetProjection(Projection[FleetState]):
             pod_id=e.pod_id,
             provider=e.provider,
             gpu_type=e.gpu_type,
+            gpu_count=e.gpu_count,
             rung=e.rung,
             key=e.key,
             requested_ts=self.current.ts,

@@ -39,6 +39,7 @@ class JobEntry(msgspec.Struct, kw_only=True):
     base_model: str
     bundle: str
     time_budget_s: float = 0.0
+    estimate_s: float = 0.0  # predicted duration (0: unknown)
     status: str = "queued"  # queued | assigned | running | succeeded | failed | requeued
     order: int = 0  # seq of job.queued: FIFO position, kept across requeues
     attempts: int = 0  # attempts started so far (the current one included)
@@ -73,12 +74,12 @@ def _count(state: QueueState, old: str | None, new: str) -> None:
 
 def waiting_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs that may be assigned now, oldest first (sorted: never the dict's order)."""
-    return sorted((j for j in state.jobs.values() if j.status in WAITING), key=lambda j: (j.order, j.job_id))
+    return sorted([j for j in state.jobs.values() if j.status in WAITING], key=lambda j: (j.order, j.job_id))
 
 
 def active_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs with an open attempt, by job id."""
-    return sorted((j for j in state.jobs.values() if j.status in ACTIVE), key=lambda j: j.job_id)
+    return sorted([j for j in state.jobs.values() if j.status in ACTIVE], key=lambda j: j.job_id)
 
 
 class QueueProjection(Projection[QueueState]):
@@ -112,6 +113,7 @@ class QueueProjection(Projection[QueueState]):
             base_model=e.base_model,
             bundle=e.bundle,
             time_budget_s=e.time_budget_s,
+            estimate_s=e.estimate_s,
             order=self.current.seq,
             queued_ts=self.current.ts,
         )

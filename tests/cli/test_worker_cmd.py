@@ -17,6 +17,13 @@ def test_a_ladder_gpu_without_a_price_is_refused(tmp_path: Path, capsys: pytest.
     assert "no price for GPU type 'NVIDIA Imaginary 9000'" in capsys.readouterr().err
 
 
+def test_a_multi_gpu_rung_is_priced_by_its_gpu_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(tmp_path, "r", 1)
+    ladder = "2x NVIDIA A40,2x NVIDIA Imaginary 9000"  # the first is known per GPU; the second is not
+    assert main(["--runs-root", str(tmp_path), "worker", "r", "--once", "--ladder", ladder]) == 2
+    assert "no price for GPU type 'NVIDIA Imaginary 9000'" in capsys.readouterr().err
+
+
 def test_an_unknown_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--runs-root", str(tmp_path), "worker", "nope", "--once"]) == 2
     assert "no run at 'nope'" in capsys.readouterr().err

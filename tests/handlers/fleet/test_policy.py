@@ -12,9 +12,17 @@ from handlers.fleet.policy import (
     assignment,
     attempt_lost,
     choose_rung,
+    fits,
+    job_order,
+    launch_target,
     owed_usd,
+    parse_rung,
     pods_to_request,
     reap_reason,
+    rung_label,
+    rung_rank,
+    surplus_pod,
+    upgrade_launch,
 )
 from handlers.fleet.projection import FleetState, PodEntry
 from handlers.fleet.queue import JobEntry, QueueState
@@ -122,3 +130,85 @@ def test_bad_fleet_config_names_the_key(table: dict[str, object], message: str) 
 def test_fleet_config_from_a_table() -> None:
     cfg = FleetConfig.from_mapping({"max_pods": 4, "ladder": ["NVIDIA A40"], "pins": {"prime_rl": "abc123"}})
     assert (cfg.max_pods, cfg.ladder, cfg.pins) == (4, ("NVIDIA A40",), {"prime_rl": "abc123"})
+
+
+def test_rungs_name_a_gpu_count_and_read_back() -> None:
+    assert parse_rung("NVIDIA A40") == ("NVIDIA A40", 1)
+    assert parse_rung("2x NVIDIA RTX A5000") == ("NVIDIA RTX A5000", 2)
+    assert rung_label("NVIDIA RTX A5000", 2) == "2x NVIDIA RTX A5000" and rung_label("A", 1) == "A"
+    assert parse_rung("0x A") == ("0x A", 1)  # not a count: the whole string is a GPU type (the price check refuses it)
+
+
+def test_longest_first_serves_the_biggest_estimate_then_the_budget_then_queue_order() -> None:
+    a, b, c, d = job("a", 1), job("b", 2), job("c", 3), job("d", 4)
+    b.estimate_s, c.time_budget_s, d.estimate_s = 600.0, 900.0, 600.0
+    queue = QueueState(jobs={j.job_id: j for j in (a, b, c, d)})
+    fleet = FleetState(pods={"p0": PodEntry(pod_id="p0", status="idle")})
+    first = assignment(queue, fleet, FleetConfig())
+    assert first is not None and first.job_id == "c"  # no estimate: its time budget stands in
+    assert sorted(queue.jobs.values(), key=job_order(FleetConfig()))[:3] == [c, b, d]  # ties: queue order
+    oldest = assignment(queue, fleet, FleetConfig(order="oldest_first"))
+    assert oldest is not None and oldest.job_id == "a"
+
+
+def test_a_model_with_its_own_ladder_runs_only_on_its_rungs_and_prefers_the_cheapest() -> None:
+    cfg = FleetConfig(ladder=("A40",), ladders={"big": ("2x A5000", "A40")})
+    big, small = job("big", 1), job("small", 2)
+    big.base_model = "big"
+    pods = {
+        "p0": PodEntry(pod_id="p0", status="idle", gpu_type="4090", idle_since=1.0),
+        "p1": PodEntry(pod_id="p1", status="idle", gpu_type="A40", idle_since=2.0),
+        "p2": PodEntry(pod_id="p2", status="idle", gpu_type="A5000", gpu_count=2, idle_since=3.0),
+    }
+    assert not fits(pods["p0"], big, cfg) and fits(pods["p0"], small, cfg)
+    queue = QueueState(jobs={"big": big})
+    a = assignment(queue, FleetState(pods=pods), cfg)
+    assert a is not None and a.pod_id == "p2"  # the top rung of its ladder, though p1 idled longer
+    only_4090 = FleetState(pods={"p0": pods["p0"]})
+    assert assignment(queue, only_4090, cfg) is None
+    target = launch_target(queue, only_4090, cfg)
+    assert target is big  # nothing booting or free fits it: launch for it, on its ladder
+    assert choose_rung(only_4090, cfg, 0.0, "big") == (0, "2x A5000")
+
+
+def test_a_stock_out_of_a_gpu_type_cools_down_every_rung_of_that_type() -> None:
+    cfg = FleetConfig(ladder=("2x A5000", "A40"), stockout_cooldown_s=100.0)
+    fleet = FleetState(stockouts={"A5000": 1000.0})  # what pod.provision_failed records: the GPU type
+    assert choose_rung(fleet, cfg, 1050.0) == (1, "A40")
+    assert choose_rung(fleet, cfg, 1100.0) == (0, "2x A5000")
+
+
+def test_upgrades_launch_onto_the_top_rung_and_retire_the_priciest_pod_when_it_comes_free() -> None:
+    cfg = FleetConfig(max_pods=2, ladder=("A5000", "A6000", "4090"), upgrade_pods=1)
+    waiting = QueueState(jobs={"w": job("w", 1)})
+    pricey = PodEntry(pod_id="p0", status="busy", gpu_type="4090")
+    fine = PodEntry(pod_id="p1", status="busy", gpu_type="A6000")
+    fleet = FleetState(pods={"p0": pricey, "p1": fine})
+    assert upgrade_launch(waiting, fleet, cfg, 0.0) == (0, "A5000")
+    assert upgrade_launch(waiting, fleet, FleetConfig(max_pods=2, ladder=cfg.ladder), 0.0) is None  # off by default
+    assert upgrade_launch(QueueState(), fleet, cfg, 0.0) is None  # no work waits: nothing to move
+    fleet.stockouts["A5000"] = 0.0
+    assert upgrade_launch(waiting, fleet, cfg, 10.0) is None  # the top rung is cooling down
+    near = FleetState(pods={"p1": fine, "p2": PodEntry(pod_id="p2", status="busy", gpu_type="A6000")})
+    assert upgrade_launch(waiting, near, cfg, 0.0) is None  # one rung down: not worth a boot
+    # the upgrade is up: three live pods for a cap of two
+    fleet.pods["p3"] = PodEntry(pod_id="p3", status="ready", gpu_type="A5000")
+    assert upgrade_launch(waiting, fleet, cfg, 1e6) is None  # max_pods + upgrade_pods reached
+    assert surplus_pod(waiting, fleet, cfg) is None  # the priciest pod is busy; the new one is kept
+    pricey.status = "idle"
+    assert surplus_pod(waiting, fleet, cfg) is pricey
+    assert rung_rank(pricey, cfg.ladder) == 2 and rung_rank(PodEntry(pod_id="x"), cfg.ladder) == 3
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        ({"order": "random"}, "fleet.order"),
+        ({"upgrade_pods": -1}, "upgrade_pods"),
+        ({"ladders": {"m": []}}, "ladders.m"),
+        ({"ladders": {"m": ["A", "A"]}}, "twice"),
+    ],
+)
+def test_fleet_config_rejects_bad_new_keys_by_name(table: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        FleetConfig.from_mapping(table)
