@@ -165,7 +165,9 @@ async def test_an_endless_loop_in_the_env_is_killed_at_the_deadline(tmp_path: Pa
     env = job / "env" / "family_reference"
     shutil.copytree(REFERENCE_ENV, env)
     init = env / "__init__.py"
-    init.write_text("while True:  # the attacker's prelude: never returns\n    pass\n" + init.read_text())
+    prelude = "while True:  # the attacker's prelude: never returns\n    pass\n"
+    head, future, rest = init.read_text().partition("from __future__ import annotations\n")
+    init.write_text(head + future + prelude + rest if future else prelude + head)
     table = {"model": "tiny-0.6b", "learning_rate": 1e-5, "max_steps": 2, "batch_size": 4, "group_size": 2}
     lines = ["[prime_rl]", *(f"{k} = {json.dumps(v)}" for k, v in table.items()), "max_tokens = 16"]
     lines += ["", "[env]", 'id = "family-reference"', 'path = "env/family_reference"', "num_tasks = 8"]
