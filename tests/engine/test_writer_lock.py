@@ -26,7 +26,7 @@ def _job(i: int) -> JobQueued:
 async def test_a_second_writer_is_refused_naming_the_run_and_pid_and_the_log_is_untouched(tmp_path: Path) -> None:
     run = tmp_path / "run-a"
     async with Runtime(run, []) as rt:
-        await rt.emit(_job(0))
+        await rt.emit_durable(_job(0))  # acknowledged in the buffer by emit; the reader below reads the disk
         before = (run / "events.jsonl").read_bytes()
         assert lock_holder(run) == os.getpid()
         with pytest.raises(RunLocked) as err:
