@@ -41,7 +41,16 @@ from .fleet import (
     PodTerminated,
     PodTerminating,
 )
-from .job import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
+from .job import (
+    JobAssigned,
+    JobFailed,
+    JobProgressed,
+    JobQueued,
+    JobRequeued,
+    JobStarted,
+    JobStoppedEarly,
+    JobSucceeded,
+)
 from .learning import (
     BaselineFrozen,
     BatchCollected,
@@ -74,6 +83,7 @@ Event = (
     | JobAssigned
     | JobStarted
     | JobProgressed
+    | JobStoppedEarly
     | JobSucceeded
     | JobFailed
     | JobRequeued
@@ -123,6 +133,7 @@ __all__ = [
     "JobQueued",
     "JobRequeued",
     "JobStarted",
+    "JobStoppedEarly",
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",
