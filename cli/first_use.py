@@ -36,8 +36,8 @@ def quiet_libraries(verbose: bool = False) -> None:
     if "transformers" in sys.modules:  # already imported: its settings were read at import time
         from transformers.utils import logging as tf_logging
 
-        tf_logging.set_verbosity_error()
-        tf_logging.disable_progress_bar()
+        tf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def baselines_path_for(limit: int | None) -> Path:
