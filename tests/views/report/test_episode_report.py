@@ -36,9 +36,7 @@ def _write(run: Path, *, stopped: bool) -> None:
             await rt.emit(SubmissionReceived(episode_id="ep-0", attempt=1))
             await rt.emit(SubmissionValidated(episode_id="ep-0", attempt=1, checks=[], probe_seconds=3.0))
             await rt.emit(EpisodeFinished(episode_id="ep-0", status="validated"))
-            await rt.emit(
-                JobQueued(job_id="job-0", episode_id="ep-0", family="calc_chain", base_model="M", bundle="b")
-            )
+            await rt.emit(JobQueued(job_id="job-0", episode_id="ep-0", family="calc_chain", base_model="M", bundle="b"))
             await rt.emit(JobStarted(job_id="job-0", pod_id="local-1"))
             await rt.emit(JobProgressed(job_id="job-0", step=0, phase="pre_score", reward=0.27))
             for step, reward in ((1, 0.30), (2, 0.35), (3, 0.41)):
