@@ -51,7 +51,7 @@ def _header(v: DashboardView) -> RenderableType:
 
 
 def step_of(step: int, total: int, sep: str = " of ") -> str:
-    """"3 of 10"; never "3 of 2": a run resumed with a larger --max-steps went past the plan it started with."""
+    """ "3 of 10"; never "3 of 2": a run resumed with a larger --max-steps went past the plan it started with."""
     if not total:
         return str(step)
     if step > total:
