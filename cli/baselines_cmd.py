@@ -59,8 +59,10 @@ def make_score_fn(args: argparse.Namespace) -> tuple[Any, str]:
 CPU_SCORED_BY = "cpu: tiny Qwen3-architecture checkpoints in process (adapters.tiny)"
 
 
-def cpu_score_fn(*, seed: int, limit: int | None) -> Any:
-    """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post."""
+def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
+    """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post.
+
+    ``on_turn(family, model)``, when given, returns the scorer's per-turn callback for that pair (progress)."""
     from handlers.reward.baselines import BaselineEntry
 
     try:
@@ -74,7 +76,8 @@ def cpu_score_fn(*, seed: int, limit: int | None) -> Any:
     async def score(family: str, model: str) -> BaselineEntry:
         if model not in cache:
             cache[model] = load_checkpoint(model)  # "Qwen/Qwen3-0.6B" resolves to its tiny stand-in
-        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit)
+        hook = on_turn(family, model) if on_turn is not None else None
+        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit, on_turn=hook)
         sampling = (
             f"T={report.temperature:g}, top_p={report.top_p:g}, max_tokens={report.max_tokens}, "
             f"max_turns={report.max_turns}, seed={report.seed}, n={report.n}"

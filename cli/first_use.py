@@ -16,8 +16,11 @@ import datetime as dt
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+
+from events import BaselineFrozen
 
 __all__ = ["baselines_path_for", "entries_n", "freeze_with_progress", "quiet_libraries"]
 
@@ -56,13 +59,12 @@ def freeze_with_progress(
     limit: int | None,
     seed: int,
     console: Console,
-) -> dict[str, dict[str, float]]:
-    """Freeze ``family`` x ``models`` not frozen yet in ``path`` with a progress bar; returns the file's scores."""
+) -> list[BaselineFrozen]:
+    """Freeze ``family`` x ``models`` not frozen yet in ``path`` with a progress bar; returns the file's events."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from adapters.tiny.model import load_checkpoint
-    from adapters.tiny.scorer import score_hidden
-    from handlers.reward.baselines import BaselineEntry, freeze_baselines, load_baselines
+    from cli import baselines_cmd
+    from handlers.reward.baselines import BaselineEntry, freeze_baselines, frozen_events
 
     columns = (
         TextColumn("{task.description}"),
@@ -78,29 +80,30 @@ def freeze_with_progress(
         f"eval key {fingerprint}) -> {path}"
     )
     with Progress(*columns, console=console, transient=False) as bar:
+        tasks: dict[tuple[str, str], Any] = {}
+        started: dict[tuple[str, str], float] = {}
+
+        def on_turn(fam: str, model: str) -> Any:
+            # Called as the pair starts (the model loads first): its bar appears now, then moves per turn.
+            tasks[fam, model] = bar.add_task(f"baseline {model} on {fam}", total=None, status="starting")
+            started[fam, model] = time.monotonic()
+
+            def hook(turn: int, max_turns: int, finished: int, total: int) -> None:
+                rate = finished / max(time.monotonic() - started[fam, model], 1e-6)
+                status = f"turn {turn}/{max_turns}: {finished}/{total} tasks done, {rate:.1f} tasks/s"
+                bar.update(tasks[fam, model], total=max_turns, completed=turn, status=status)
+
+            return hook
+
+        inner = baselines_cmd.cpu_score_fn(seed=seed, limit=limit, on_turn=on_turn)
 
         async def score(fam: str, model: str) -> BaselineEntry:
-            task = bar.add_task(f"baseline {model} on {fam}", total=None, status="loading")
-            started = time.monotonic()
-            ckpt = await asyncio.to_thread(load_checkpoint, model)
-
-            def on_turn(turn: int, max_turns: int, finished: int, total: int) -> None:
-                rate = finished / max(time.monotonic() - started, 1e-6)
-                status = f"turn {turn}/{max_turns}, {finished}/{total} tasks done, {rate:.1f} tasks/s"
-                bar.update(task, total=max_turns, completed=turn, status=status)
-
-            report = await asyncio.to_thread(score_hidden, ckpt, fam, seed=seed, limit=limit, on_turn=on_turn)
-            bar.update(
-                task,
-                total=1,
-                completed=1,
-                status=f"score {report.score:.3f} (n={report.n}) in {time.monotonic() - started:.0f} s",
-            )
-            sampling = (
-                f"T={report.temperature:g}, top_p={report.top_p:g}, max_tokens={report.max_tokens}, "
-                f"max_turns={report.max_turns}, seed={report.seed}, n={report.n}"
-            )
-            return BaselineEntry(score=report.score, n=report.n, sampling=sampling, seconds=report.seconds)
+            entry: BaselineEntry = await inner(fam, model)
+            if (fam, model) in tasks:
+                took = time.monotonic() - started[fam, model]
+                done = f"score {entry.score:.3f} (n={entry.n}) in {took:.0f} s"
+                bar.update(tasks[fam, model], total=1, completed=1, status=done)
+            return entry
 
         asyncio.run(
             freeze_baselines(
@@ -113,7 +116,7 @@ def freeze_with_progress(
                 key_fingerprint=fingerprint,
             )
         )
-    return load_baselines(path, key_fingerprint=fingerprint)
+    return frozen_events(path, key_fingerprint=fingerprint)
 
 
 def entries_n(path: Path, family: str) -> dict[str, int]:

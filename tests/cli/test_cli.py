@@ -53,9 +53,9 @@ def test_replay_refuses_a_corrupt_log_naming_the_line(run_dir: Path, capsys: pyt
     assert "events.jsonl:1" in capsys.readouterr().out
 
 
-def test_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no run at"):
-        main(["--runs-root", str(tmp_path), "replay", "nope"])
+def test_unknown_run_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--runs-root", str(tmp_path), "replay", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("ait replay: no run at 'nope'")
 
 
 def test_costs_summarises_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
