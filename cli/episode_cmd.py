@@ -13,15 +13,13 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-from rich.console import Console
+if TYPE_CHECKING:  # the heavy stacks load when an episode runs, not when `ait --help` lists the commands
+    from rich.console import Console
 
-from cli.episode_wiring import EpisodeDeps
-from cli.options import EpisodeOptions
-from handlers.episode.projection import EpisodesProjection
-from handlers.reward.projection import RewardsProjection
+    from cli.episode_wiring import EpisodeDeps
+    from cli.options import EpisodeOptions
 
 __all__ = ["register", "run_episode"]
 
@@ -51,6 +49,7 @@ def _new_run_id() -> str:
 def options(args: argparse.Namespace) -> EpisodeOptions:
     """The typed options of one ``ait episode`` (a bad ``--trainer-opt`` raises ValueError naming it)."""
     from adapters.pod.trainers import parse_options
+    from cli.options import EpisodeOptions
 
     return EpisodeOptions(
         task=args.task,
@@ -70,6 +69,9 @@ def options(args: argparse.Namespace) -> EpisodeOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+    from rich.console import Console
+
     from cli.episode_wiring import default_deps
     from cli.first_use import quiet_libraries
     from engine.logs import configure_logging
@@ -93,17 +95,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
+    import anyio
+
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
     from families.spec import load_spec
     from handlers.budget.costs_ledger import CostsLedger
     from handlers.budget.prices import load_prices
     from handlers.budget.rules import BudgetConfig, BudgetGate
+    from handlers.episode.projection import EpisodesProjection
     from handlers.episode.runner import EpisodeRunner, EpisodeSetup
     from handlers.episode.setup import opening_messages, template_files
     from handlers.registry import default_projections
     from handlers.reward.baselines import scores_of
     from handlers.reward.formula import RewardConfig
+    from handlers.reward.projection import RewardsProjection
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
 
@@ -234,6 +240,8 @@ def read_records(rt: Any) -> list[Any]:
 
 
 def _usage_line(rt: Any, ledger: Any, episode_id: str) -> str:
+    from handlers.episode.projection import EpisodesProjection
+
     ep = rt.state(EpisodesProjection)[episode_id]
     spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
     return (
