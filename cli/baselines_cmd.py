@@ -74,6 +74,11 @@ def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
     cache: dict[str, Any] = {}
 
     async def score(family: str, model: str) -> BaselineEntry:
+        import torch
+
+        # One thread, as the CPU trainer scores: a model this small gains nothing from a second one, and on a
+        # busy machine the idle thread's spin-waits cost more than the work (a 15 s freeze took minutes).
+        torch.set_num_threads(1)
         if model not in cache:
             cache[model] = load_checkpoint(model)  # "Qwen/Qwen3-0.6B" resolves to its tiny stand-in
         hook = on_turn(family, model) if on_turn is not None else None
