@@ -44,6 +44,8 @@ CASES: list[tuple[list[str], str]] = [
     (["baselines", "--family", "no_such_family"], "no_such_family"),
     (["costs", "--by", "colour"], "colour"),
     (["pod-agent", "--token-env", "AIT_NO_SUCH_TOKEN_VAR"], "AIT_NO_SUCH_TOKEN_VAR"),
+    (["publish", "no-such-run", "--repo", "me/agent"], "no-such-run"),
+    (["doctor", "--config", "{latin1}"], "latin1.toml"),
 ]
 
 
