@@ -286,7 +286,14 @@ def _episodes_markdown(d: ReportData, plots: Sequence[str]) -> str:
         lines += ["![inner job training curves](job_curves.png)", ""]
     for ep in d.episodes:
         lines += _episode(ep)
-    lines += ["## Costs", "", *_costs(d), ""]
+    costs = _costs(d)
+    # No outer steps, so the per-step table above "Settled spend" would be a header alone: start after it.
+    lines += [
+        "## Costs",
+        "",
+        *costs[costs.index("Settled spend by kind (the whole run, holdout and idle pods included):") :],
+        "",
+    ]
     lines += ["## Errors", "", *_errors(d), ""]
     return "\n".join(lines)
 

@@ -81,6 +81,7 @@ def test_an_episode_run_reports_its_reward_its_curve_and_that_it_was_cut_short(t
     assert "uplift +0.060" in md and "each on 200 hidden tasks" in md
     assert "**Training was cut short: stopped at step 3 of 10: deadline.**" in md
     assert "| 3 | 0.410 | 0.1000 |" in md
+    assert "| step | agent tokens |" not in md  # no per-step cost table without outer steps
     assert "![inner job training curves](job_curves.png)" in md
     assert files.plots[0].stat().st_size > 20_000
 
