@@ -11,7 +11,6 @@ versioned file (default ``~/.config/ait/baselines/<inner>.json``, see ``handlers
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import shlex
 import shutil
@@ -74,6 +73,8 @@ def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
     cache: dict[str, Any] = {}
 
     async def score(family: str, model: str) -> BaselineEntry:
+        import asyncio
+
         import torch
 
         # One thread, as the CPU trainer scores: a model this small gains nothing from a second one, and on a
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         sys.stderr.write(f"ait baselines: --limit {args.limit}: a smoke run, not a baseline to reward against\n")
     try:
+        import asyncio
+
         result, scored = asyncio.run(_freeze(args, score_fn, families, models, out, len(todo)))
     except (BaselinesError, OSError, RuntimeError, BaseExceptionGroup) as exc:
         # The runtime's task group wraps errors in groups; report the first real one. Pairs scored
