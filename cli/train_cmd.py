@@ -19,11 +19,14 @@ crash-resume test's way to die at an exact event boundary.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from cli.sandbox_opt import WeakIsolation, add_flag, check
 
 __all__ = ["register"]
 
@@ -33,10 +36,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--config", required=True, help="run config, e.g. examples/configs/smoke.toml")
     p.add_argument("--run-id", default=None, help="run id (default: <[run] name>-<time>-<hex>)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many learner steps in all")
+    add_flag(p)
     p.set_defaults(func=run_train)
     r = sub.add_parser("resume", help="carry on an interrupted `ait train` run from its log")
     r.add_argument("run", help="run id, run directory or events.jsonl")
     r.add_argument("--max-steps", type=int, default=None, help="stop after this many learner steps in all")
+    add_flag(r)
     r.set_defaults(func=run_resume)
 
 
@@ -58,7 +63,7 @@ def run_train(args: argparse.Namespace) -> int:
     run_dir = runs_root / run_id
     if (run_dir / "events.jsonl").exists():
         return _fail("train", f"run {run_id} exists at {run_dir}: use `ait resume {run_id}`")
-    return _go("train", cfg, run_dir, args.max_steps)
+    return _keys_then_go("train", cfg, run_dir, args.max_steps, args.unsafe_no_sandbox)
 
 
 def run_resume(args: argparse.Namespace) -> int:
@@ -81,18 +86,48 @@ def run_resume(args: argparse.Namespace) -> int:
         cfg = parse_run_config(dict(header.config.get("config", {})), source=source, runs_root=Path(args.runs_root))
     except ConfigError as exc:
         return _fail("resume", str(exc))
-    return _go("resume", cfg, run_dir.root, args.max_steps)
+    return _keys_then_go("resume", cfg, run_dir.root, args.max_steps, args.unsafe_no_sandbox)
 
 
-def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
+def _keys_then_go(what: str, cfg: Any, run_dir: Path, max_steps: int | None, unsafe: bool) -> int:
+    """Fail fast, before anything is written, when a key the config needs is not in the environment."""
+    from cli.train_config import required_keys
+
+    missing = {k: why for k, why in required_keys(cfg).items() if not os.environ.get(k, "").strip()}
+    if missing:
+        needs = "; ".join(f"{k} (for {why})" for k, why in missing.items())
+        return _fail(
+            what,
+            f"{cfg.source}: missing key(s) {needs}: export them (keys are never logged), or run "
+            f"examples/configs/smoke.toml, which needs none",
+        )
+    return _go(what, cfg, run_dir, max_steps, unsafe)
+
+
+def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None, unsafe: bool = False) -> int:
     import anyio
 
     from cli.train_run import TrainFailed, train
     from engine.logs import configure_logging
 
+    try:
+        # Agent code runs in the probe, and on local pods in the CPU trainer's child: both need bubblewrap.
+        runs_agent_code = cfg.episode.validator != "job_config" or cfg.inner.trainer == "cpu"
+        opted_out = check(what, unsafe) if runs_agent_code or unsafe else None
+    except WeakIsolation as exc:
+        return _fail(what, str(exc))
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
     try:
-        return anyio.run(train, cfg, run_dir, max_steps)
+        return anyio.run(train, cfg, run_dir, max_steps, opted_out)
     except TrainFailed as exc:
         sys.stderr.write(f"ait {what}: {exc}\n")
+        return 1
+    except BaseExceptionGroup as group:  # raised inside the runtime: its task group wraps it
+        failed, _rest = group.split(TrainFailed)
+        if failed is None:
+            raise
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        sys.stderr.write(f"ait {what}: {first}\n")
         return 1

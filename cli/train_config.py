@@ -1,5 +1,6 @@
-"""The run config of ``ait train`` (``examples/configs/<name>.toml``), validated on load; every error names the
-file and the key.
+"""The run config of ``ait train`` (``examples/configs/<name>.toml``), validated on load; every error is one line
+naming the file, the line (where the text shows the key) and the key. Types are strict: ``max_pods = "12"`` is
+a string where a number belongs, never coerced; a byte that is not UTF-8 is an error naming its line.
 
 Tables:
 
@@ -14,8 +15,14 @@ Tables:
 - ``[episode]``: ``task_spec`` (a path pattern with ``{family}``), ``max_turns``, ``max_attempts``,
   ``validator = "probe"`` (the sandboxed probe, seconds per submission) or ``"job_config"`` (job.toml
   against the task's bounds only, runs no agent code: fast, for smoke runs and the crash test).
-- ``[inner]``: ``provider = "local"``, ``trainer`` (a pod trainer name, e.g. ``standin``), ``trainer_options``.
-- ``[fleet]``: :class:`handlers.fleet.policy.FleetConfig` (default: ``ladder = ["local"]``, 2 pods).
+- ``[inner]``: ``trainer`` (a pod trainer name: ``prime_rl``, the default and the real GPU trainer; ``cpu``;
+  ``standin``), ``trainer_options``, ``allow_standin``. The stand-in trainer's scores are a hash of the job
+  bundle: it needs ``allow_standin = true`` and is refused with a paid learner (``[backend] kind = "tinker"``)
+  or a paid provider (``runpod``), as is the ``sim`` provider (its pods run the stand-in). ``provider`` here is
+  the old spelling of ``[fleet] provider``.
+- ``[fleet]``: ``provider = "local" | "runpod" | "sim"`` (where ``ait train`` runs inner jobs itself, in the
+  same process and log; ``runpod`` needs ``image`` and ``RUNPOD_API_KEY``), ``image``, and the rest of
+  :class:`handlers.fleet.policy.FleetConfig` (default: the provider's ladder, 2 pods).
 - ``[budget]``: :class:`handlers.budget.rules.BudgetConfig` (the ledger defaults to ``<runs-root>/costs.jsonl``).
 - ``[reward]``: :class:`handlers.reward.formula.RewardConfig`: the weights (``w_validation``, ``w_quality``,
   ``w_speed``), ``validation_decay``, the quality split and the no-submission reward (docs/reward.md). Every
@@ -29,13 +36,14 @@ Tables:
 
 from __future__ import annotations
 
-import tomllib
+import re
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from adapters.wandb_sink import WandbConfig
+from engine.tomlfile import TomlError, decode_toml, key_line
 from handlers.budget.rules import BudgetConfig
 from handlers.fleet.policy import FleetConfig
 from handlers.reward.formula import RewardConfig
@@ -85,13 +93,17 @@ class EpisodeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class InnerTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    provider: str = "local"
-    trainer: str = "standin"
+    provider: str = ""  # the old place of [fleet] provider (runs recorded before it moved still resume)
+    trainer: str = "prime_rl"
     trainer_options: dict[str, str] = {}
+    allow_standin: bool = False  # the explicit opt-in to made-up inner scores (smoke runs and tests)
 
-    def __post_init__(self) -> None:
-        if self.provider != "local":
-            raise ValueError(f"provider: {self.provider!r}: only local is wired into ait train yet")
+
+#: Providers ``ait train`` drives itself; the ones that bill by the hour.
+PROVIDERS = ("local", "runpod", "sim")
+PAID_PROVIDERS = ("runpod",)
+#: The pod trainer whose scores are made up (a hash of the bundle); the sim provider's pods run it too.
+STANDIN = "standin"
 
 
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,6 +120,19 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     raw: dict[str, Any]  # the file as parsed: recorded in run.started
     reward: RewardConfig = RewardConfig()
     wandb: WandbConfig | None = None  # None: no live W&B sink
+    provider: str = "local"  # [fleet] provider: where inner jobs' pods run
+    image: str = ""  # [fleet] image: the container image of Runpod pods
+
+    @property
+    def standin(self) -> bool:
+        """Whether the inner scores are made up: the stand-in trainer, or the sim provider's stand-in pods."""
+        return self.inner.trainer == STANDIN or self.provider == "sim"
+
+    @property
+    def inner_trainer(self) -> str:
+        """The trainer inner jobs really run (the sim provider's in-process pods run the stand-in)."""
+        return STANDIN if self.provider == "sim" else self.inner.trainer
+
     # the file as parsed: recorded in run.started
 
     def spec_path(self, family: str) -> Path:
@@ -136,35 +161,89 @@ def _table(doc: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     return value
 
 
-def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None = None) -> RunConfig:
+_AT_FIELD = re.compile(r"\s*- at `\$\.([^`]+)`")
+_NAMED = (
+    r"^(\w+)(?:\[[^\]]*\])*: ",  # msgspec's "- at `$.max_pods`", said first ("max_pods: ...")
+    r"\b{table}\.(\w+)",  # __post_init__ / from_mapping: "fleet.tick_s must be ..."
+    r"unknown (?:key\(s\)|field)s? \[?['`](\w+)",  # "unknown key(s) ['max_podz']", "unknown field `x`"
+    r"missing required field `(\w+)`",
+    r"\] (\w+):",  # "[outer] loss_fn: ..."
+    r"^(\w+):",  # "kind: 'x' is not one of ..."
+)
+
+
+def _located(exc: Exception, text: str, source: str, table: str) -> ConfigError:
+    """One line naming the file, the line of the offending key (when the text shows it), the table and key."""
+    msg = " ".join(str(exc).split())
+    prefix = f"{source}: "
+    body = msg[len(prefix) :] if msg.startswith(prefix) else msg
+    body = body.removeprefix(f"[{table}]").removeprefix(":").strip()
+    at = _AT_FIELD.search(body)
+    if at:  # say msgspec's "- at `$.max_pods`" as "max_pods: ..."
+        body = f"{at.group(1)}: {_AT_FIELD.sub('', body)}"
+    line = None
+    for pattern in _NAMED:
+        m = re.search(pattern.format(table=re.escape(table)), body)
+        if m:
+            line = key_line(text, [table, *m.group(1).split(".")])
+        if line:
+            break
+    line = line or key_line(text, [table])
+    where = f"{source}:{line}" if line else source
+    return ConfigError(f"{where}: [{table}] {body}")
+
+
+def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None = None, text: str = "") -> RunConfig:
+    """Validate a parsed run config; ``text`` (the file's) lets errors name the line. Types are strict."""
     unknown = sorted(set(doc) - _KNOWN)
     if unknown:
-        raise ConfigError(f"{source}: unknown table(s) {unknown}; known: {sorted(_KNOWN)}")
+        line = key_line(text, [unknown[0]])
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: unknown table(s) {unknown}; known: {sorted(_KNOWN)}")
     parts: dict[str, Any] = {}
     for name, cls in _TABLES.items():
         try:
             parts[name] = msgspec.convert(_table(doc, name, source), cls)
         except (msgspec.ValidationError, ValueError) as exc:
-            raise ConfigError(f"{source}: [{name}] {exc}") from None
-    outer = parse_config(_table(doc, "outer", source), source=source)
+            raise _located(exc, text, source, name) from None
+    try:
+        outer = parse_config(_table(doc, "outer", source), source=source)
+    except ConfigError as exc:
+        raise _located(exc, text, source, "outer") from None
+    fleet_table = dict(_table(doc, "fleet", source))
+    provider, image = _provider(fleet_table, parts["inner"], source)
     try:
         fleet = FleetConfig.from_mapping(
-            {"ladder": ("local",), "max_pods": 2, **_table(doc, "fleet", source)}, source=source
+            {"ladder": _default_ladder(provider), "max_pods": 2, **fleet_table}, source=source
         )
+    except ValueError as exc:
+        raise _located(exc, text, source, "fleet") from None
+    try:
         budget_table = dict(_table(doc, "budget", source))
         if runs_root is not None:
             budget_table.setdefault("ledger", str(runs_root / "costs.jsonl"))
         budget = BudgetConfig.from_mapping(budget_table, source=source)
+    except ValueError as exc:
+        raise _located(exc, text, source, "budget") from None
+    try:
         reward = RewardConfig.from_mapping(_table(doc, "reward", source), source=source)
+    except ValueError as exc:
+        raise _located(exc, text, source, "reward") from None
+    try:
         wandb = WandbConfig.from_mapping(_table(doc, "wandb", source), source=source) if "wandb" in doc else None
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise _located(exc, text, source, "wandb") from None
     baselines: dict[str, dict[str, float]] = {}
     for family, scores in _table(doc, "baselines", source).items():
-        if not isinstance(scores, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in scores.values()
-        ):
-            raise ConfigError(f"{source}: [baselines.{family}] must map model names to scores in [0, 1]")
+        if not isinstance(scores, dict):
+            line = key_line(text, ["baselines", str(family)])
+            where = f"{source}:{line}" if line else source
+            raise ConfigError(f"{where}: [baselines.{family}] must map model names to scores in [0, 1]")
+        for model, v in scores.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0:
+                line = key_line(text, ["baselines", str(family), str(model)])
+                where = f"{source}:{line}" if line else source
+                raise ConfigError(f"{where}: [baselines.{family}] {model!r} = {v!r}: a score in [0, 1] is needed")
         baselines[family] = {str(k): float(v) for k, v in scores.items()}
     cfg = RunConfig(
         source=source,
@@ -175,8 +254,11 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
         raw=doc,
         reward=reward,
         wandb=wandb,
+        provider=provider,
+        image=image,
         **parts,
     )
+    _no_standin_by_accident(cfg, source)
     if cfg.agent.kind == "tinker" and cfg.backend.kind != "tinker":
         raise ConfigError(f"{source}: [agent] kind = 'tinker' needs [backend] kind = 'tinker'")
     if cfg.backend.kind == "tinker" and cfg.agent.kind != "tinker":
@@ -191,14 +273,77 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
     return cfg
 
 
+def _provider(fleet_table: dict[str, Any], inner: InnerTable, source: str) -> tuple[str, str]:
+    """``[fleet] provider`` and ``image`` (taken out of the table: the rest is the fleet policy's)."""
+    provider = fleet_table.pop("provider", None)
+    image = fleet_table.pop("image", "")
+    if provider is None:
+        provider = inner.provider or "local"
+    elif inner.provider and inner.provider != provider:
+        raise ConfigError(
+            f"{source}: [inner] provider = {inner.provider!r} and [fleet] provider = {provider!r} disagree: "
+            f"keep [fleet] provider only"
+        )
+    if provider not in PROVIDERS:
+        raise ConfigError(f"{source}: [fleet] provider: {provider!r} is not one of {', '.join(PROVIDERS)}")
+    if not isinstance(image, str):
+        raise ConfigError(f"{source}: [fleet] image: expected a string, got {image!r}")
+    if provider == "runpod" and not image:
+        raise ConfigError(f"{source}: [fleet] provider = 'runpod' needs [fleet] image (a container image with ait)")
+    return provider, image
+
+
+def _default_ladder(provider: str) -> tuple[str, ...]:
+    from cli.worker_wiring import default_ladder
+
+    return default_ladder(provider)  # type: ignore[arg-type]  # checked against PROVIDERS above
+
+
+def _no_standin_by_accident(cfg: RunConfig, source: str) -> None:
+    """The stand-in's scores are a hash of the job bundle: running it by mistake learns from noise, and paying
+    for it (Tinker steps, Runpod GPUs) spends real money on that. One line says which pairing is refused."""
+    if not cfg.standin:
+        return
+    what = (
+        "[fleet] provider = 'sim' (its pods run the stand-in)"
+        if cfg.provider == "sim"
+        else ("[inner] trainer = 'standin'")
+    )
+    if cfg.backend.kind == "tinker":
+        raise ConfigError(
+            f"{source}: {what} makes up its scores, and [backend] kind = 'tinker' would pay to learn from them: "
+            f"use a real [inner] trainer (prime_rl, cpu) or [backend] kind = 'offline'"
+        )
+    if cfg.provider in PAID_PROVIDERS:
+        raise ConfigError(
+            f"{source}: {what} makes up its scores, and [fleet] provider = {cfg.provider!r} would pay for GPUs to "
+            f"run it: use a real [inner] trainer (prime_rl, cpu)"
+        )
+    if not cfg.inner.allow_standin:
+        raise ConfigError(
+            f"{source}: {what} makes up its scores (a hash of the job bundle, nothing is trained): set [inner] "
+            f"allow_standin = true to run it on purpose, or name a real trainer (prime_rl, cpu)"
+        )
+
+
+def required_keys(cfg: RunConfig) -> dict[str, str]:
+    """The environment variables the run needs, each with the setting that needs it (checked before a run opens)."""
+    keys: dict[str, str] = {}
+    if cfg.backend.kind == "tinker":
+        keys["TINKER_API_KEY"] = "[backend] kind = 'tinker'"
+    if cfg.provider == "runpod":
+        keys["RUNPOD_API_KEY"] = "[fleet] provider = 'runpod'"
+    return keys
+
+
 def load_run_config(path: Path | str, *, runs_root: Path | None = None) -> RunConfig:
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return parse_run_config(doc, source=str(p), runs_root=runs_root)
+    try:
+        doc = decode_toml(data, str(p))
+    except TomlError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_run_config(doc, source=str(p), runs_root=runs_root, text=data.decode("utf-8"))

@@ -1,8 +1,10 @@
 """The body of ``ait train`` / ``ait resume``: one process of the outer loop on a run, from open to summary.
 
 Inside one ``Runtime``: the reward and ledger reactors, the run header (``run.started`` or ``run.resumed``,
-budget caps, frozen baselines), owed rewards, then the dispatcher (a long-lived reactor running inner jobs on
-local pods) beside the :class:`~handlers.training.OuterLoop`. When the loop has applied its steps, in-flight
+budget caps, frozen baselines, ``run.wiring``: what this process runs on), owed rewards, then the dispatcher (a
+long-lived reactor running inner jobs on the pods of ``[fleet] provider``: local, Runpod or simulated, in this
+process and this log) beside the :class:`~handlers.training.OuterLoop`, whose learner steps are metered as
+``training`` costs. When the loop has applied its steps, in-flight
 episodes are cancelled (a later ``ait resume`` with more steps continues them), the queued jobs are drained
 and every pod terminated, ``run.finished`` is recorded and the summary printed.
 """
@@ -20,8 +22,9 @@ import structlog
 from rich.console import Console
 
 from cli.crash_hook import KILL_ENV, kill_after
-from cli.options import WorkerOptions
+from cli.options import ProviderName, WorkerOptions
 from cli.outer_episodes import OuterEpisodes
+from cli.sandbox_opt import trainer_opts
 from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
@@ -30,10 +33,11 @@ from engine.log import read_log
 from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
-from events import BaselineFrozen, Recorded, RunFinished
+from events import BaselineFrozen, Recorded, RunFinished, RunWiring, SandboxOptedOut
 from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.prices import load_prices
 from handlers.budget.rules import BudgetGate
+from handlers.budget.training_cost import OFFLINE_ITEM
 from handlers.episode.resume import episode_histories
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.registry import default_projections
@@ -42,6 +46,7 @@ from handlers.reward.baselines import merge_events
 from handlers.reward.reactor import RewardReactor
 from handlers.run.start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
+from handlers.training.meter import GateMeter
 from handlers.training.projection import TrainingProjection
 
 __all__ = ["TrainFailed", "train"]
@@ -53,16 +58,20 @@ class TrainFailed(Exception):
     """The run cannot go on; the message says why and where."""
 
 
-def _worker_options(cfg: RunConfig) -> WorkerOptions:
-    # ait train starts local pods only (InnerTable refuses any other provider)
-    return WorkerOptions(provider="local", trainer=cfg.inner.trainer, trainer_options=dict(cfg.inner.trainer_options))
+def _worker_options(cfg: RunConfig, unsafe: bool = False) -> WorkerOptions:
+    provider: ProviderName = cfg.provider  # type: ignore[assignment]  # validated against PROVIDERS on load
+    options = trainer_opts(cfg.inner.trainer_options, unsafe, cfg.inner.trainer)
+    return WorkerOptions(provider=provider, trainer=cfg.inner.trainer, trainer_options=options, image=cfg.image)
 
 
 @contextlib.asynccontextmanager
-async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
-    """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
-    (validated episodes of cancelled groups too) and every pod is terminated."""
-    args = _worker_options(cfg)
+async def fleet_running(
+    rt: Runtime, cfg: RunConfig, ran_on: dict[str, str], unsafe: bool = False
+) -> AsyncIterator[None]:
+    """The run's dispatcher on the ``[fleet] provider``'s pods for the duration of the block (the worker's wiring,
+    in this process: no ``ait worker`` beside it); then the queued jobs are drained (validated episodes of
+    cancelled groups too) and every pod is terminated."""
+    args = _worker_options(cfg, unsafe)
     rd = RunDir(rt.directory)
     async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
         ran_on["jobs"] = where
@@ -75,12 +84,12 @@ async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> 
         ran_on["final drain"] = drained.status
 
 
-async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
+async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out: SandboxOptedOut | None = None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     target = max_steps if max_steps is not None else cfg.outer.max_steps
     ledger = CostsLedger(cfg.budget.ledger)
     rewarder = RewardReactor(cfg.reward)
-    validator, validator_desc = make_validator(cfg)
+    validator, validator_desc = make_validator(cfg, unsafe=opted_out is not None)
     async with Runtime(run_dir, default_projections()) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
@@ -94,6 +103,9 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         resumed = await open_run(
             rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
         )
+        await rt.emit(wiring(cfg))
+        if opted_out is not None:
+            await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
         records: list[Recorded] = read_log(rt.log.path).records if resumed else []
         owed = await rewarder.catch_up(rt, records) if resumed else 0
@@ -112,10 +124,17 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         episodes = OuterEpisodes(
             rt, cfg, policy_for=backend.policy_for, validator=validator, gate=gate, histories=histories
         )
-        loop = OuterLoop(config=cfg.outer, learner=backend.learner, run_episode=episodes, emit=rt.emit, state=state)
+        loop = OuterLoop(
+            config=cfg.outer,
+            learner=backend.learner,
+            run_episode=episodes,
+            emit=rt.emit,
+            state=state,
+            meter=training_meter(cfg, gate),
+        )
         failure = ""
         try:
-            async with fleet_running(rt, cfg, ran_on):
+            async with fleet_running(rt, cfg, ran_on, unsafe=opted_out is not None):
                 with progress("outer steps", total=target, unit="steps") as bar:
                     bar.update(completed=state.step)
                     async with anyio.create_task_group() as tg:
@@ -139,6 +158,29 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
         for line in summary_lines(rt, ran_on):
             console.print(line)
     return 0
+
+
+def wiring(cfg: RunConfig) -> RunWiring:
+    """What this process of the run uses, for the log (``ait report`` shows it at the top)."""
+    return RunWiring(
+        inner_trainer=cfg.inner_trainer,
+        learner_backend=cfg.backend.kind,
+        provider=cfg.provider,
+        agent=cfg.agent.kind,
+        validator=cfg.episode.validator,
+        standin=cfg.standin,
+    )
+
+
+def training_meter(cfg: RunConfig, gate: BudgetGate) -> GateMeter:
+    """Learner steps priced for the model Tinker trains (the offline learner's steps cost nothing)."""
+    from handlers.budget.prices import UnknownPrice
+
+    item = cfg.outer.base_model if cfg.backend.kind == "tinker" else OFFLINE_ITEM
+    try:
+        return GateMeter(gate, item)
+    except UnknownPrice as exc:
+        raise TrainFailed(f"[outer] base_model: its training cannot be metered: {exc}") from None
 
 
 # The baselines file whose scores a trainer's jobs are comparable with (``ait baselines --inner ...``).

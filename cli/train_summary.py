@@ -43,7 +43,10 @@ def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
         f"{sum(counts.get(k, 0) for k in ('queued', 'requeued', 'assigned', 'running'))} unfinished "
         f"(final drain: {ran_on.get('final drain', '-')})"
     )
-    lines.append(f"spend: ${budget.settled / 1_000_000:.4f} settled by this run (agent calls, pods, training)")
+    kinds = ", ".join(f"{k} ${v / 1_000_000:.4f}" for k, v in sorted(budget.settled_by_kind.items()))
+    lines.append(f"spend: ${budget.settled / 1_000_000:.4f} settled by this run ({kinds or 'nothing yet'})")
+    if training.capped_episodes:
+        lines.append(f"capped: {training.capped_episodes} episode(s) ended by the run or global cap, left out of steps")
     last = training.steps.get(str(training.step - 1))
     if last is not None:
         lines.append(f"checkpoint: state {last.state_path or '(none this step)'}, sampler {last.sampler_path}")

@@ -84,11 +84,13 @@ def make_backend(
     return _tinker(cfg, resume_state_path)
 
 
-def make_validator(cfg: RunConfig) -> tuple[Validator, str]:
+def make_validator(cfg: RunConfig, *, unsafe: bool = False) -> tuple[Validator, str]:
     if cfg.episode.validator == "job_config":
         from adapters.config_validator import JobConfigValidator
 
         return JobConfigValidator(), "job.toml bounds only (no agent code run; not the probe)"
     from adapters.probe import ProbeValidator
 
+    if unsafe:
+        return ProbeValidator(unsafe_no_sandbox=True), "probe (--unsafe-no-sandbox: bubblewrap not required)"
     return ProbeValidator(), "sandboxed probe"

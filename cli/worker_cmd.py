@@ -1,11 +1,13 @@
 """``ait worker RUN --provider local|runpod|sim --max-pods N [--once]``: drain a run's job queue on a fleet.
 
-Opens the run's log (the single writer while it runs), reconciles with the provider (pods of this run that
-the log knows are adopted, any other pod with the run's prefix is terminated), then dispatches until the
-queue is empty (``--once``) or until interrupted. A worker started on a run that a crash interrupted is the
-resume path of the fleet: it retries exactly the launches, attempts and terminations that have no outcome.
-Interrupting a worker leaves its pods running for the next worker to adopt; ``--once`` terminates every pod
-before it exits.
+For a queue no ``ait train`` owns (``ait episode`` runs, a stopped run's leftovers): ``ait train`` drives its
+own fleet (``[fleet] provider``) in its own process. Opens the run's log (the single writer while it runs: the
+run's writer lock refuses a worker on a run another process writes, engine/writer_lock.py), reconciles with
+the provider (pods of this run that the log knows are adopted, any other pod with the run's prefix is
+terminated), then dispatches until the queue is empty (``--once``) or until interrupted. A worker started on a
+run that a crash interrupted is the resume path of the fleet: it retries exactly the launches, attempts and
+terminations that have no outcome. Interrupting a worker leaves its pods running for the next worker to adopt;
+``--once`` terminates every pod before it exits.
 
 Exit status: 0 drained, 2 configuration or provider credentials, 3 budget refused a pod while work waited,
 4 no pod can be launched (quota, invalid request).
@@ -16,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+
+from cli.sandbox_opt import add_flag, trainer_opts
 
 __all__ = ["register"]
 
@@ -37,6 +41,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="local pods: trainer option")
     p.add_argument("--image", default="", help="runpod: container image with ait installed")
     p.add_argument("--pin", action="append", default=[], metavar="K=V", help="a revision every pod is pinned to")
+    add_flag(p)  # local pods: lets the CPU trainer run without bubblewrap (it refuses each job otherwise)
     p.set_defaults(func=run)
 
 
@@ -77,13 +82,20 @@ def run(args: argparse.Namespace) -> int:
         opts = WorkerOptions(
             provider=args.provider,
             trainer=args.trainer,
-            trainer_options=parse_options(args.trainer_opt),
+            trainer_options=trainer_opts(parse_options(args.trainer_opt), args.unsafe_no_sandbox, args.trainer),
             image=args.image,
             once=args.once,
         )
         config = _config(args, default_ladder(opts.provider))
     except ValueError as exc:
         sys.stderr.write(f"ait worker: {exc}\n")
+        return 2
+    if opts.provider == "runpod" and opts.trainer == "standin":
+        # The stand-in's scores are a hash of the bundle: never pay for GPUs to compute them.
+        sys.stderr.write(
+            "ait worker: --provider runpod with --trainer standin would pay for GPUs to make up scores: "
+            "name a real trainer (--trainer prime_rl)\n"
+        )
         return 2
     try:
         summary = anyio.run(run_worker, opts, run_dir, config)

@@ -11,9 +11,14 @@ An fsync error is fatal and never retried (after a failed fsync Linux may have d
 and mark them clean, so a retry "succeeds" with the data gone: PostgreSQL's fsyncgate). The writer stops
 and every pending and later append raises :class:`LogFatalError`; recovery is a restart from the file.
 
-Opening a log recovers a torn final line (bytes after the last newline, or an undecodable last line:
-what a crash mid-append leaves) by truncating it, and says so. A bad line anywhere else is never produced
-by a crash: it is refused with its line number (:class:`LogCorrupted`), never skipped.
+Opening a log recovers a torn tail (bytes after the last newline: what a crash mid-append leaves) by
+truncating it, and says so. A *complete*, newline-terminated final line that fails its checksum is no
+unfinished write: it is a corrupt record at line N. As in a database's write-ahead log it still ends the
+log (nothing after it was acknowledged), but it is reported as what it is, and a writer reopening the log
+first copies its bytes (and any torn bytes after them) to a file beside the log
+(``events.jsonl.corrupt-line<N>-<sha12>.bin``, fsynced, never deleted) before cutting them from the log.
+A bad line anywhere else is never produced by a crash: it is refused with its line number
+(:class:`LogCorrupted`), never skipped.
 
 Reading (:func:`scan_log`, :func:`read_log`) goes in blocks of whole lines, each checked as a whole before
 its records are handed out, so that a replay folds them while they are still in the CPU cache.
@@ -21,8 +26,10 @@ its records are handed out, so that a replay folds them while they are still in 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import gc
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +40,7 @@ import anyio.to_thread
 import structlog
 
 from engine.atomic import fsync_dir as _fsync_dir
+from engine.writer_lock import WriterLock
 from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
 
@@ -46,6 +54,7 @@ __all__ = [
     "read_log",
     "recover_log",
     "scan_log",
+    "set_aside_path",
 ]
 
 log = structlog.get_logger(__name__)
@@ -73,11 +82,19 @@ class LogFatalError(RuntimeError):
 
 @dataclass(frozen=True)
 class Recovery:
-    """What opening a log found: the records, and how many torn bytes were (or would be) cut from the tail."""
+    """What opening a log found: the records, and what was (or would be) cut from its end.
+
+    ``size + corrupt_bytes + torn_bytes`` is the file's length: the valid prefix, then a complete final line
+    that failed its check (``corrupt_line`` > 0 names it), then bytes after the last newline (a torn write).
+    """
 
     records: list[Recorded]
     size: int  # byte length of the valid prefix
-    torn_bytes: int
+    torn_bytes: int  # bytes after the last newline: an unfinished write
+    corrupt_line: int = 0  # 1-based line number of a complete final line that failed its check; 0: none
+    corrupt_bytes: int = 0  # that line's length, newline included
+    corrupt_reason: str = ""
+    set_aside: str = ""  # where recover_log copied the corrupt bytes (and the torn ones after them)
 
 
 _CRC_KEY = b',"crc":"'
@@ -117,9 +134,10 @@ class LogScan:
 
     Every whole line is checked (crc, decoding, seq gap-free from 0) before the block holding it is
     yielded. A bad line before the tail raises :class:`LogCorrupted` when the scan reaches it (so a
-    consumer may have seen the blocks before it); an undecodable final line is a torn tail: the scan stops
-    before it. Once iterated to the end, ``size`` is the byte length of the valid prefix and
-    ``torn_bytes`` the length of the torn tail after it.
+    consumer may have seen the blocks before it); an undecodable complete final line is a corrupt record
+    (``corrupt_line``): the scan stops before it, as before bytes after the last newline (a torn tail).
+    Once iterated to the end, ``size`` is the byte length of the valid prefix, ``corrupt_bytes`` the length
+    of a corrupt final line after it, and ``torn_bytes`` the length of the torn tail after the last newline.
     """
 
     def __init__(self, path: Path, data: bytes, codec: RecordCodec) -> None:
@@ -128,6 +146,9 @@ class LogScan:
         self.codec = codec
         self.size = 0
         self.torn_bytes = 0
+        self.corrupt_line = 0
+        self.corrupt_bytes = 0
+        self.corrupt_reason = ""
 
     def __iter__(self) -> Iterator[list[Recorded]]:
         data, codec = self.data, self.codec
@@ -157,17 +178,17 @@ class LogScan:
             if block:
                 yield block
             pos = done
-            if done < stop:  # the file's last line is torn
+            if done < stop:  # the file's last complete line failed its check
                 torn_line = True
                 break
-        self.size, self.torn_bytes = pos, len(data) - pos
+        self.size, self.corrupt_bytes, self.torn_bytes = pos, end - pos, len(data) - end
         if _glued_record(data[end:], codec):
             line_no = seq + 1 + torn_line
             raise LogCorrupted(self.path, line_no, "a whole record followed by stray bytes: its newline was damaged")
 
     def _careful(self, pos: int, stop: int, end: int, seq: int) -> tuple[list[Recorded], int]:
-        """Decode ``data[pos:stop]`` line by line. Returns the records and where they end (before a torn
-        final line of the file, if that is where they stop)."""
+        """Decode ``data[pos:stop]`` line by line. Returns the records and where they end (before a corrupt
+        complete final line of the file, if that is where they stop)."""
         data, codec = self.data, self.codec
         records: list[Recorded] = []
         while pos < stop:
@@ -177,7 +198,9 @@ class LogScan:
                 rec = codec.decode(data[pos:nl])
             except CorruptRecord as exc:
                 if nl + 1 == end and not _glued_record(data[pos:nl], codec):
-                    # An undecodable final line: a crash tore it (or a flip hit it; the two look alike).
+                    # A complete final line that fails its check ends the log (as in a write-ahead log: nothing
+                    # after it was acknowledged), but it is no unfinished write: it is reported as corrupt.
+                    self.corrupt_line, self.corrupt_reason = line_no, str(exc)
                     return records, pos
                 raise LogCorrupted(self.path, line_no, str(exc)) from None
             if rec.seq != line_no - 1:
@@ -210,19 +233,68 @@ def read_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
     finally:
         if enabled:
             gc.enable()
-    return Recovery(records, scan.size, scan.torn_bytes)
+    return Recovery(
+        records,
+        scan.size,
+        scan.torn_bytes,
+        corrupt_line=scan.corrupt_line,
+        corrupt_bytes=scan.corrupt_bytes,
+        corrupt_reason=scan.corrupt_reason,
+    )
+
+
+def set_aside_path(path: Path, line_no: int, data: bytes) -> Path:
+    """Where the corrupt end of ``path`` starting at line ``line_no`` is kept: named by its content, so a
+    recovery interrupted before the cut and run again finds its own copy rather than making a second."""
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    return path.with_name(f"{path.name}.corrupt-line{line_no}-{digest}.bin")
+
+
+def _set_aside(path: Path, line_no: int, data: bytes) -> Path:
+    """Copy ``data`` to its set-aside file durably (written, fsynced, renamed, directory fsynced)."""
+    dest = set_aside_path(path, line_no, data)
+    if dest.exists() and dest.read_bytes() == data:
+        return dest
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dest)
+    _fsync_dir(dest.parent)
+    return dest
 
 
 def recover_log(path: Path | str, codec: RecordCodec | None = None) -> Recovery:
-    """Read a log and cut a torn tail from the file (fsynced), so appends continue from a clean line end."""
+    """Read a log and cut what follows its valid prefix (fsynced), so appends continue from a clean line end.
+
+    A torn tail is cut; a corrupt complete final line (with whatever follows it) is first copied aside
+    (:func:`set_aside_path`) and only then cut: its bytes are never deleted.
+    """
     p = Path(path)
     rec = read_log(p, codec)
-    if rec.torn_bytes:
+    if rec.corrupt_bytes:
+        with open(p, "rb") as f:
+            f.seek(rec.size)
+            tail = f.read()
+        dest = _set_aside(p, rec.corrupt_line, tail)
+        rec = dataclasses.replace(rec, set_aside=str(dest))
+        log.warning(
+            "log.corrupt_record_set_aside",
+            path=str(p),
+            line=rec.corrupt_line,
+            reason=rec.corrupt_reason,
+            set_aside=str(dest),
+            bytes=len(tail),
+            at_offset=rec.size,
+        )
+    if rec.torn_bytes or rec.corrupt_bytes:
         with open(p, "r+b") as f:
             f.truncate(rec.size)
             f.flush()
             os.fsync(f.fileno())
-        log.warning("log.torn_tail_recovered", path=str(p), dropped_bytes=rec.torn_bytes, at_offset=rec.size)
+        if not rec.corrupt_bytes:
+            log.warning("log.torn_tail_recovered", path=str(p), dropped_bytes=rec.torn_bytes, at_offset=rec.size)
     return rec
 
 
@@ -257,8 +329,10 @@ class EventLog:
         durability: Durability,
         recovery: Recovery,
         codec: RecordCodec,
+        lock: WriterLock | None = None,
     ) -> None:
         self.path = path
+        self.writer_lock = lock
         self.durability = durability
         self.recovery = recovery
         self.codec = codec
@@ -275,19 +349,27 @@ class EventLog:
 
     @classmethod
     def open(cls, path: Path | str, durability: Durability | str = Durability.BATCH) -> EventLog:
-        """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks."""
+        """Open (creating if absent) and recover a log. Synchronous: call it before starting tasks.
+
+        Takes the run's writer lock (:mod:`engine.writer_lock`) first, before reading the log back: a second
+        writer on the same directory raises :class:`~engine.writer_lock.RunLocked` and touches nothing.
+        :meth:`close` releases it."""
         p = Path(path)
         codec = RecordCodec()
-        created = not p.exists()
-        if created:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-            _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
-            recovery = Recovery([], 0, 0)
-        else:
-            recovery = recover_log(p, codec)
-            fd = os.open(p, os.O_WRONLY | os.O_APPEND)
-        return cls(p, fd, Durability(durability), recovery, codec)
+        lock = WriterLock.acquire(p.parent)
+        try:
+            created = not p.exists()
+            if created:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                _fsync_dir(p.parent)  # the new file's directory entry must survive a power loss too
+                recovery = Recovery([], 0, 0)
+            else:
+                recovery = recover_log(p, codec)
+                fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        except BaseException:
+            lock.release()
+            raise
+        return cls(p, fd, Durability(durability), recovery, codec, lock)
 
     @property
     def next_seq(self) -> int:
@@ -373,6 +455,8 @@ class EventLog:
         if not self._closed:
             self._closed = True
             os.close(self._fd)
+        if self.writer_lock is not None:
+            self.writer_lock.release()
 
 
 def _write_and_sync(fd: int, data: bytes) -> None:

@@ -44,6 +44,9 @@ class ReplayResult:
     mismatches: list[Mismatch] = field(default_factory=list)
     first_ts: float | None = None
     last_ts: float | None = None
+    corrupt_line: int = 0  # a complete final line that failed its check (the log ends before it); 0: none
+    corrupt_bytes: int = 0
+    corrupt_reason: str = ""
 
 
 _type_of = attrgetter("event.type")
@@ -112,4 +115,7 @@ def replay(
         mismatches=mismatches,
         first_ts=first_ts,
         last_ts=last_ts,
+        corrupt_line=scan.corrupt_line,
+        corrupt_bytes=scan.corrupt_bytes,
+        corrupt_reason=scan.corrupt_reason,
     )

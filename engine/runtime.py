@@ -65,8 +65,12 @@ class Runtime:
         names = [p.name for p in self.projections]
         if len(set(names)) != len(names):
             raise ValueError(f"projection names must be unique: {names}")
-        self.log = EventLog.open(self.directory / "events.jsonl", durability)
-        self.states: dict[str, Any] = self._rebuild()
+        self.log = EventLog.open(self.directory / "events.jsonl", durability)  # takes the run's writer lock
+        try:
+            self.states: dict[str, Any] = self._rebuild()
+        except BaseException:
+            self.log.close()  # and lets the lock go: this process will not write the run
+            raise
         self.log.on_durable = self._publish
         self._subscribers: list[MemoryObjectSendStream[Recorded]] = []
         self._tg: TaskGroup | None = None

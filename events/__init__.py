@@ -64,13 +64,15 @@ from .learning import (
 )
 from .money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
 from .record import Recorded
-from .run import RunFinished, RunResumed, RunStarted
+from .run import RunFinished, RunResumed, RunStarted, RunWiring, SandboxOptedOut
 
 # The tagged union of the whole vocabulary: the envelope's ``type`` is the tag.
 Event = (
     RunStarted
     | RunResumed
     | RunFinished
+    | RunWiring
+    | SandboxOptedOut
     | EpisodeStarted
     | AgentTurnTaken
     | ToolCalled
@@ -152,7 +154,9 @@ __all__ = [
     "RunFinished",
     "RunResumed",
     "RunStarted",
+    "RunWiring",
     "SamplerPublished",
+    "SandboxOptedOut",
     "SubmissionReceived",
     "SubmissionRejected",
     "SubmissionValidated",

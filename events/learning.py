@@ -96,6 +96,9 @@ class BatchCollected(EventBody, frozen=True, kw_only=True):
     task_ids: list[str] = []
     staleness_max: int = 0  # max over episodes of step - sampler_version
     staleness_mean: float = 0.0
+    # Episodes of these groups ended by the run or global budget cap: their reward says nothing about the
+    # policy (docs/reward.md), so they are left out of the step (and of their group's GRPO baseline).
+    capped_episode_ids: list[str] = []
 
 
 @event("episode.stale_discarded")

@@ -57,6 +57,7 @@ class CostSettled(EventBody, frozen=True, kw_only=True):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    train_tokens: int = 0  # tokens a learner step processed (kind "training"), priced at the model's train rate
     seconds: float = 0.0
     episode_id: str = ""
     price_version: str = ""

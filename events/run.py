@@ -6,7 +6,7 @@ from typing import Any
 
 from ._base import EventBody, event
 
-__all__ = ["RunFinished", "RunResumed", "RunStarted"]
+__all__ = ["RunFinished", "RunResumed", "RunStarted", "RunWiring", "SandboxOptedOut"]
 
 
 @event("run.started")
@@ -33,3 +33,29 @@ class RunResumed(EventBody, frozen=True, kw_only=True):
 class RunFinished(EventBody, frozen=True, kw_only=True):
     status: str  # "ok" | "failed" | "cancelled" | "budget_exhausted"
     reason: str = ""
+
+
+@event("run.wiring")
+class RunWiring(EventBody, frozen=True, kw_only=True):
+    """What this process of the run really uses, recorded at every start and resume (``ait report`` shows it at
+    the top): a stand-in trainer or an offline learner is never mistaken for the real thing afterwards."""
+
+    inner_trainer: str  # the pod trainer of inner jobs: "prime_rl", "cpu", "standin", ...
+    learner_backend: str  # "tinker" | "offline"
+    provider: str  # where inner jobs' pods run: "local" | "runpod" | "sim"
+    agent: str = ""  # "tinker" | "scripted"
+    validator: str = ""  # "probe" | "job_config"
+    standin: bool = False  # the inner scores are made up (the stand-in trainer or the sim provider's agents)
+
+
+@event("run.sandbox_opted_out")
+class SandboxOptedOut(EventBody, frozen=True, kw_only=True):
+    """The user passed ``--unsafe-no-sandbox``: agent code may run without bubblewrap in this run.
+
+    ``isolation`` is what this machine allows (``bwrap`` | ``unshare`` | ``none``: the opt-in only matters
+    when it is not ``bwrap``); ``note`` why nothing stronger; ``command`` the ``ait`` command that opted out.
+    """
+
+    command: str
+    isolation: str
+    note: str = ""

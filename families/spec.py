@@ -141,6 +141,42 @@ def _check(cond: bool, where: str, message: str, errors: list[str]) -> None:
         errors.append(f"{where}: {message}")
 
 
+def _schema_errors(spec: TaskSpec) -> list[str]:
+    """Each tool's ``parameters`` checked against the JSON Schema meta-schema (draft 2020-12), and each dev
+    example's tool arguments against its tool's schema."""
+    import jsonschema  # late: only spec loading needs it
+    from jsonschema import Draft202012Validator
+
+    def one_line(exc: jsonschema.ValidationError | jsonschema.SchemaError) -> str:
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
+        return " ".join(f"{where.lstrip('.') + ': ' if where else ''}{exc.message}".split())[:300]
+
+    errors: list[str] = []
+    validators: dict[str, Draft202012Validator] = {}
+    for i, tool in enumerate(spec.tools):
+        schema = tool.function.parameters
+        try:
+            Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            errors.append(f"$.tools[{i}].function.parameters: not a valid JSON schema: {one_line(exc)}")
+            continue
+        if schema.get("type") != "object":
+            errors.append(f"$.tools[{i}].function.parameters: a tool's parameters must be an object schema")
+            continue
+        validators[tool.function.name] = Draft202012Validator(schema)
+    for i, ex in enumerate(spec.dev_examples):
+        for j, step in enumerate(ex.solution):
+            check = validators.get(step.tool or "")
+            if check is None:
+                continue
+            problem = next(iter(sorted(check.iter_errors(step.arguments), key=str)), None)
+            if problem is not None:
+                errors.append(
+                    f"$.dev_examples[{i}].solution[{j}].arguments: do not fit tool {step.tool!r}: {one_line(problem)}"
+                )
+    return errors
+
+
 def validate_spec(spec: TaskSpec) -> list[str]:
     """Meaning checks past the types; returns ``$.field: problem`` strings (empty when valid)."""
     from . import FAMILIES, HELD_OUT_FAMILIES  # late: families/__init__ imports nothing from here
@@ -178,6 +214,7 @@ def validate_spec(spec: TaskSpec) -> list[str]:
                 _check(step.tool in names, f"$.dev_examples[{i}].solution[{j}].tool", "not in $.tools", errors)
         last_ok = bool(ex.solution) and ex.solution[-1].answer == ex.answer
         _check(last_ok, f"$.dev_examples[{i}].solution", "must end with the example's answer", errors)
+    errors += _schema_errors(spec)
     _check(spec.eval.size > 0, "$.eval.size", "must be > 0", errors)
     _check(spec.eval.max_turns > 0, "$.eval.max_turns", "must be > 0", errors)
     _check(0 <= spec.eval.temperature <= 2, "$.eval.temperature", "must be in [0, 2]", errors)

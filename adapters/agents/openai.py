@@ -173,7 +173,7 @@ class OpenAIPolicy:
             content=choice.message.content or "",
             tool_calls=calls,
             model=data.model or self.config.model,
-            input_tokens=max(usage.prompt_tokens - cached, 0),
+            input_tokens=usage.prompt_tokens,  # every prompt token: the price table bills the cached among them
             cached_input_tokens=cached,
             output_tokens=usage.completion_tokens,
             finish_reason=choice.finish_reason or "",

@@ -22,6 +22,7 @@ only the child (and tests with trusted fixture envs) call it directly.
 
 from __future__ import annotations
 
+from ._confine import ChildLimits
 from ._grpo import EpisodeSample, TurnSample, UpdateStats, group_advantages, grpo_update, token_loss
 from ._loop import EnvFailure, StepRecord, TrainReport, train
 from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
@@ -29,6 +30,7 @@ from ._trainer import CpuTrainer, make_trainer
 
 __all__ = [
     "DEFAULT_LR_SCALE",
+    "ChildLimits",
     "CpuTrainSettings",
     "CpuTrainer",
     "EnvFailure",

@@ -2,7 +2,7 @@
 
 Started by :mod:`._trainer` under :mod:`._confine` with one argument, its request (:class:`ChildRequest`,
 JSON). Before anything else it applies the rlimits, ``PR_SET_NO_NEW_PRIVS`` and drops to its unprivileged
-uid (the probe driver's own ``_apply_limits``); then it loads the base checkpoint (read-only), imports the
+uid (the probe driver's own ``apply_limits``); then it loads the base checkpoint (read-only), imports the
 agent's env, trains with :func:`._loop.train` and writes to its output directory:
 
 - ``progress.jsonl``: one JSON object per line: ``{"event": "env_import"}`` before the agent's code first
@@ -125,10 +125,10 @@ def main(argv: list[str]) -> int:
     """``python -c BOOT <request.json>``: 0 when training ran (see the report), 3 on a classified failure."""
     started = time.monotonic()
     req = msgspec.json.decode(Path(argv[0]).read_bytes(), type=ChildRequest)
-    from adapters.probe.sandbox_driver import _apply_limits
+    from adapters.probe.sandbox_driver import apply_limits
 
     # Before any agent code: rlimits, no new privileges, the unprivileged uid (root keeps none of its files).
-    _apply_limits({"rlimits": req.rlimits, "uid": req.uid, "gid": req.uid})
+    apply_limits({"rlimits": req.rlimits, "uid": req.uid, "gid": req.uid})
     os.umask(0o022)  # what the child writes, the trainer (another uid, maybe) must read
     channel = _Channel(Path(req.out_dir))
     try:

@@ -1,16 +1,17 @@
 """The confinement of the CPU trainer's training child: what it sees, as whom it runs, how it is started.
 
 The training child runs the agent's env code (its ``load()``, tools and rewards), so it gets the validation
-probe's isolation (:func:`adapters.probe.detect_isolation`, strongest first), built from the probe's own
-pieces rather than a copy of them:
+probe's isolation (:func:`adapters.sandbox.detect_isolation`, strongest first), built from the same
+shared pieces (:mod:`adapters.sandbox`):
 
-- ``bwrap``: the probe's bubblewrap base (:func:`adapters.probe._bwrap.confined_base`: new net/pid/ipc/uts
+- ``bwrap``: the shared bubblewrap base (:func:`adapters.sandbox.confined_base`: new net/pid/ipc/uts
   namespaces, system directories, Python and the venv read-only, a scratch ``/tmp``) plus, read-only, the
   project's code packages (``adapters``, ``families``, ``handlers``, ``events``, ``engine``: code only), the
   base checkpoint directory, a copy of the env package and the child's request; read-write only its output
   directory and a tmpfs HOME. Not there: the installation key, ``~/.config/ait``, the project tree (tests,
   fixtures, ``runs/``), the job bundle, anything the scoring side reads.
-- ``unshare`` / ``none``: the same files at their real paths; no filesystem confinement, so when the
+- ``unshare`` / ``none`` (only with the ``--unsafe-no-sandbox`` opt-in; the trainer refuses them otherwise):
+  the same files at their real paths; no filesystem confinement, so when the
   engine is root the child drops to a fresh unprivileged uid (the key file is 0600 in a 0700 directory, so
   it cannot read it) and every process of that uid is killed at the end.
 
@@ -30,11 +31,19 @@ from pathlib import Path
 
 import msgspec
 
-from adapters.probe import IsolationPlan
-from adapters.probe._bwrap import INSIDE, PROJECT_PACKAGES, confined_base, python_trees, traversable
-from adapters.probe._isolation import unshare_flags
-from adapters.probe._sandbox import child_env, copy_regular_files, fresh_uid
-from families._key import SEAL_VAR
+from adapters.sandbox import (
+    INSIDE,
+    PROJECT_PACKAGES,
+    IsolationPlan,
+    child_env,
+    confined_base,
+    copy_regular_files,
+    fresh_uid,
+    python_trees,
+    traversable,
+    unshare_flags,
+)
+from families import EVAL_KEY_SEAL_ENV as SEAL_VAR
 
 __all__ = ["ChildLimits", "Launch", "code_packages", "make_root", "prepare_launch"]
 
@@ -59,7 +68,9 @@ class ChildLimits(msgspec.Struct, frozen=True, kw_only=True):
     """rlimits for the training child (generous: torch maps a lot of address space and runs threads)."""
 
     memory_bytes: int = 16384 * _MiB  # RLIMIT_AS per process
-    nproc: int = 512  # RLIMIT_NPROC (processes + threads), only with a uid of its own
+    # RLIMIT_NPROC (processes + threads), only with a uid of its own: torch and asyncio use a few dozen; a fork
+    # bomb stops well before the hundreds it would reach as root.
+    nproc: int = 128
     fsize_bytes: int = 1024 * _MiB  # RLIMIT_FSIZE: the trained weights are a few MiB
     nofile: int = 1024
     tmpfs_bytes: int = 512 * _MiB  # bubblewrap's /tmp and HOME
@@ -141,7 +152,7 @@ def prepare_launch(
         uid = fresh_uid() if plan.switch_uid else None
         _own(root, uid)
         env = _env(str(INSIDE / "home"), "/tmp", python, threads)
-        b = confined_base(python, env, limits.tmpfs_bytes)
+        b = confined_base(python, env, limits.tmpfs_bytes, plan.bwrap or "bwrap")
         for name, path in sorted(packages.items()):
             b.bind(path, INSIDE / "code" / name)
         b.bind(root / "base", INSIDE / "base")
@@ -152,7 +163,6 @@ def prepare_launch(
         boot = _boot([str(INSIDE / "code")])
         b.args += ["--chdir", str(INSIDE / "home"), "--", str(python), "-I", "-B", "-c", boot]
         b.args += [str(INSIDE / "request.json")]
-        b.args[0] = shutil.which("bwrap") or "bwrap"
         return Launch(
             argv=b.args,
             env={"PATH": "/usr/bin:/bin"},

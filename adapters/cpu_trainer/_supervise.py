@@ -26,8 +26,7 @@ import structlog
 from adapters.prime_rl.classify import last_error_line, strip_ansi
 from adapters.prime_rl.procgroup import GroupProcess, tail_text
 from adapters.prime_rl.progress import LineFollower
-from adapters.probe import IsolationPlan
-from adapters.probe._sandbox import ChildFailure, processes_of
+from adapters.sandbox import ChildFailure, IsolationPlan, processes_of
 from handlers.ports.inner_trainer import FailureReason
 
 from ._child import ChildReport, ChildRequest, StepLine
@@ -56,6 +55,8 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
     weights: Path
     isolation: str
     note: str
+    uid: int | None  # the unprivileged uid the child ran as (None: the engine's own)
+    rlimits: dict[str, int]
     setup_seconds: float  # the child's start-up: interpreter, imports, checkpoint, env import
     wall_seconds: float
 
@@ -210,6 +211,8 @@ def _outcome(
         weights=weights,
         isolation=iso,
         note=launch.note,
+        uid=launch.uid,
+        rlimits=launch.rlimits,
         setup_seconds=report.setup_seconds,
         wall_seconds=wall,
     )

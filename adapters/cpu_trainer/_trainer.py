@@ -31,8 +31,7 @@ import msgspec
 import structlog
 import torch
 
-from adapters.probe import detect_isolation
-from adapters.probe._isolation import Mode
+from adapters.sandbox import Mode, WeakIsolation, detect_isolation, require_confinement
 from families.spec import TaskSpec, validate_spec
 from handlers.episode.job_config import JobConfigError, load_job_config
 from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
@@ -78,6 +77,7 @@ class CpuTrainer:
         limits: ChildLimits | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
+        unsafe_no_sandbox: bool = False,
     ) -> None:
         self.lr_scale = lr_scale
         self.seed = seed
@@ -94,6 +94,8 @@ class CpuTrainer:
         # Caps on the job's own values, for smoke runs (tests, a first try on a slow laptop); None: the job's.
         self.max_steps = max_steps
         self.batch_size = batch_size
+        # Without bubblewrap every job fails with config_error (one line naming what is missing) unless opted in.
+        self.unsafe_no_sandbox = unsafe_no_sandbox
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -119,6 +121,11 @@ class CpuTrainer:
         from adapters.tiny.model import load_checkpoint
         from adapters.tiny.scorer import EVAL_TEMPERATURE
 
+        plan = detect_isolation(self.isolation)
+        try:
+            require_confinement(plan, unsafe=self.unsafe_no_sandbox, who="the CPU trainer")
+        except WeakIsolation as exc:
+            raise _Failed("config_error", str(exc), isolation=plan.mode) from None
         root = job.path
         try:
             config = load_job_config(root / "job.toml")
@@ -178,7 +185,7 @@ class CpuTrainer:
         try:
             try:
                 trained = await train_in_child(
-                    plan=detect_isolation(self.isolation),
+                    plan=plan,
                     root=work,
                     env_src=env_src,
                     checkpoint=ckpt.path,
@@ -319,8 +326,24 @@ def _metrics(settings: CpuTrainSettings, report: TrainReport) -> dict[str, float
 def _detail(settings: CpuTrainSettings, report: TrainReport, trained: ChildOutcome) -> str:
     lines = [f"stopped: {report.stop_reason} after {len(report.steps)} of {settings.max_steps} steps"]
     lines += settings.notes
-    lines.append(f"training isolation: {trained.isolation}" + (f" ({trained.note})" if trained.note else ""))
+    lines.append(isolation_line(trained))
     return "; ".join(lines)
+
+
+def isolation_line(trained: ChildOutcome) -> str:
+    """``training isolation: bwrap, uid 61234, rlimits(...), key sealed`` (+ why weaker, + UNSAFE when so)."""
+    mib = {"RLIMIT_AS": "as", "RLIMIT_FSIZE": "fsize"}
+    limits = " ".join(
+        f"{mib[k]}={v >> 20}MiB" if k in mib else f"{k.removeprefix('RLIMIT_').lower()}={v}"
+        for k, v in sorted(trained.rlimits.items())
+    )
+    who = f"uid {trained.uid}" if trained.uid is not None else "the engine's uid"
+    text = f"training isolation: {trained.isolation}, {who}, rlimits({limits}), scrubbed env, key sealed"
+    if trained.note:
+        text += f" [weaker because: {trained.note}]"
+    if trained.isolation != "bwrap":
+        text += " [UNSAFE: run without a sandbox by explicit opt-in]"
+    return text
 
 
 def _step_line(s: StepRecord) -> str:
@@ -345,6 +368,7 @@ _OPTIONS: dict[str, type] = {
     "kill_grace_s": float,
     "max_steps": int,
     "batch_size": int,
+    "unsafe_no_sandbox": str,
 }
 _ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
@@ -364,4 +388,9 @@ def make_trainer(options: Mapping[str, str]) -> CpuTrainer:
         raise ValueError(f"cpu trainer: isolation={kwargs['isolation']!r}; expected one of {_ISOLATIONS}")
     if "isolation" in kwargs:
         kwargs["isolation"] = cast(Mode, kwargs["isolation"])
+    if "unsafe_no_sandbox" in kwargs:
+        flag = kwargs["unsafe_no_sandbox"].lower()
+        if flag not in ("0", "1", "true", "false"):
+            raise ValueError(f"cpu trainer: option unsafe_no_sandbox={flag!r} is not one of 0, 1, true, false")
+        kwargs["unsafe_no_sandbox"] = flag in ("1", "true")
     return CpuTrainer(**kwargs)

@@ -3,7 +3,8 @@
 One client serves every pod (the URL and token are per call). Failures map onto the port's errors:
 transport errors, timeouts, 5xx and proxy errors (Runpod's 524) are :class:`AgentUnreachable` (the caller
 decides whether the pod is dead); 401 is :class:`AgentAuthError`; 404, 409 name the job's problem. The token
-travels only in the ``Authorization`` header and is never logged or put in an error message.
+travels only in the ``Authorization`` header and is never logged or put in an error message. Query
+parameters are encoded through the API's description (:mod:`.api`), the one the agent parses them with.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
+from adapters.pod import api
 from handlers.ports.pod_agent import (
     AgentAuthError,
     AgentBusy,
@@ -109,12 +111,16 @@ class HttpPodAgent:
         return await self._call("GET", url, token, "/health", AgentHealth, read_timeout_s=10.0)
 
     async def submit(self, url: str, token: str, job: JobSubmission, bundle: bytes) -> AgentJobStatus:
-        params = {
-            "family": job.family,
-            "attempt": job.attempt,
-            "time_budget_s": job.time_budget_s,
-            "sha256": job.bundle_sha256,
-        }
+        """Submit ``bundle``; its parameters are checked against the API's description (:mod:`.api`) first."""
+        params = _params(
+            "submit",
+            {
+                "family": job.family,
+                "attempt": job.attempt,
+                "time_budget_s": job.time_budget_s,
+                "sha256": job.bundle_sha256,
+            },
+        )
         path = f"/jobs/{job.job_id}"
         return await self._call("POST", url, token, path, AgentJobStatus, params=params, content=bundle)
 
@@ -128,7 +134,7 @@ class HttpPodAgent:
             token,
             f"/jobs/{job_id}/events",
             AgentEventsPage,
-            params={"cursor": cursor, "wait": wait_s},
+            params=_params("events", {"cursor": cursor, "wait": min(max(wait_s, 0.0), api.MAX_WAIT_S)}),
             read_timeout_s=wait_s + 15.0,
         )
 
@@ -139,9 +145,18 @@ class HttpPodAgent:
         return await self._call("POST", url, token, f"/jobs/{job_id}/cancel", AgentJobStatus)
 
     async def send_eval(self, url: str, token: str, job_id: str, package: bytes) -> AgentJobStatus:
-        params = {"sha256": hashlib.sha256(package).hexdigest()}
+        params = _params("eval", {"sha256": hashlib.sha256(package).hexdigest()})
         path = f"/jobs/{job_id}/eval"
         return await self._call("POST", url, token, path, AgentJobStatus, params=params, content=package)
+
+
+def _params(op: str, values: dict[str, Any]) -> dict[str, str]:
+    """The query of ``op``, checked against the API's description before anything is sent: a value the agent
+    would refuse with 400 is the same :class:`AgentError` here, without the round trip."""
+    try:
+        return api.encode_params(op, values)
+    except ValueError as exc:
+        raise AgentError(str(exc)) from None
 
 
 def _decode_error(content: bytes) -> _ErrorBody:

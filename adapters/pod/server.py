@@ -12,6 +12,11 @@ logged. Endpoints (docs/gpu-runner-spec.md has the full protocol):
 - ``POST /jobs/{id}/cancel``              stop it
 - ``POST /jobs/{id}/eval?sha256=``        body: the hidden eval package tar; accepted only while the job's
   scoring waits for it (after an ``eval_needed`` event), else 409 ``eval_refused``
+- ``GET  /openapi.json``                  the API's description (:mod:`.api`), which every request is parsed by
+
+A malformed request is a 4xx with a one-line reason, never a 500: every parameter goes through :mod:`.api`
+(integers are digits, numbers finite and in range, ids and families match their patterns), and a header
+that is not ASCII (a non-ASCII bearer token) is refused with 401 before it is compared.
 """
 
 from __future__ import annotations
@@ -20,16 +25,19 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import os
 import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from handlers.ports.pod_agent import (
     AgentBusy,
@@ -41,6 +49,7 @@ from handlers.ports.pod_agent import (
     JobSubmission,
 )
 
+from .api import BadParameter, openapi, parse_params
 from .core import AgentCore, BadSubmission
 
 __all__ = ["MAX_BUNDLE_BYTES", "make_app", "serve"]
@@ -58,20 +67,38 @@ def _json(obj: object, status: int = 200) -> web.Response:
 
 
 def _error(status: int, code: str, detail: str) -> web.Response:
-    return _json({"error": code, "detail": detail}, status)
+    # One line: a reason such as tarfile's lists one cause per line.
+    return _json({"error": code, "detail": " ".join(detail.split())}, status)
+
+
+def _given_token(request: web.Request) -> bytes | None:
+    """The bearer token of the request as bytes, or None (no header, another scheme, or not ASCII)."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    try:
+        return given.strip().encode("ascii")  # aiohttp decodes other bytes as surrogates: never a token
+    except UnicodeEncodeError:
+        return None
 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), request.app[_TOKEN]):
+    given = _given_token(request)
+    if given is None or not hmac.compare_digest(given, request.app[_TOKEN]):
         resp = _error(401, "unauthorized", "a valid bearer token is required")
         resp.headers["WWW-Authenticate"] = "Bearer"
         return resp
     request.app[_CORE].touch()
     try:
         return await handler(request)
+    except web.HTTPException as exc:  # aiohttp's own 4xx (too large, unknown path): one JSON line
+        if exc.status >= 500:
+            raise
+        return _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+    except BadParameter as exc:
+        return _error(400, "bad_request", str(exc))
     except AgentJobUnknown as exc:
         return _error(404, "unknown_job", str(exc))
     except AgentJobConflict as exc:
@@ -88,28 +115,28 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(500, "agent_error", str(exc))
 
 
-def _query_num(request: web.Request, name: str, default: float) -> float:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise BadSubmission(f"query parameter {name}={raw!r} is not a number") from None
+def _params(request: web.Request, op: str) -> dict[str, Any]:
+    """The request's parameters for ``op``, typed and checked against the API's description."""
+    return parse_params(op, request.match_info, request.query)
 
 
 async def _health(request: web.Request) -> web.Response:
     return _json(request.app[_CORE].health())
 
 
+async def _openapi(request: web.Request) -> web.Response:
+    return _json(openapi())
+
+
 async def _submit(request: web.Request) -> web.Response:
     core = request.app[_CORE]
+    p = _params(request, "submit")
     sub = JobSubmission(
-        job_id=request.match_info["job_id"],
-        family=request.query.get("family", ""),
-        attempt=int(_query_num(request, "attempt", 1)),
-        time_budget_s=_query_num(request, "time_budget_s", 0.0),
-        bundle_sha256=request.query.get("sha256", ""),
+        job_id=p["job_id"],
+        family=p["family"],
+        attempt=p["attempt"],
+        time_budget_s=float(p["time_budget_s"]),
+        bundle_sha256=p["sha256"],
     )
     bundle = await request.read()
     status = await core.submit(sub, bundle)
@@ -119,28 +146,28 @@ async def _submit(request: web.Request) -> web.Response:
 
 
 async def _status(request: web.Request) -> web.Response:
-    return _json(request.app[_CORE].status(request.match_info["job_id"]))
+    return _json(request.app[_CORE].status(_params(request, "status")["job_id"]))
 
 
 async def _events(request: web.Request) -> web.Response:
-    cursor = int(_query_num(request, "cursor", 0))
-    wait = _query_num(request, "wait", 0.0)
-    page = await request.app[_CORE].events(request.match_info["job_id"], cursor, wait)
+    p = _params(request, "events")
+    page = await request.app[_CORE].events(p["job_id"], p["cursor"], float(p["wait"]))
     return _json(page)
 
 
 async def _result(request: web.Request) -> web.Response:
-    return _json(request.app[_CORE].result(request.match_info["job_id"]))
+    return _json(request.app[_CORE].result(_params(request, "result")["job_id"]))
 
 
 async def _cancel(request: web.Request) -> web.Response:
-    return _json(await request.app[_CORE].cancel(request.match_info["job_id"]))
+    return _json(await request.app[_CORE].cancel(_params(request, "cancel")["job_id"]))
 
 
 async def _eval(request: web.Request) -> web.Response:
-    job_id = request.match_info["job_id"]
+    p = _params(request, "eval")
+    job_id = p["job_id"]
     package = await request.read()
-    status = await request.app[_CORE].provide_eval(job_id, package, request.query.get("sha256", ""))
+    status = await request.app[_CORE].provide_eval(job_id, package, p["sha256"])
     log.info("job.eval_received", job_id=job_id, bytes=len(package))
     return _json(status)
 
@@ -152,6 +179,7 @@ def make_app(core: AgentCore, token: str) -> web.Application:
     app[_CORE] = core
     app[_TOKEN] = token.encode()
     app.router.add_get("/health", _health)
+    app.router.add_get("/openapi.json", _openapi)
     app.router.add_post("/jobs/{job_id}", _submit)
     app.router.add_get("/jobs/{job_id}", _status)
     app.router.add_get("/jobs/{job_id}/events", _events)
@@ -159,6 +187,21 @@ def make_app(core: AgentCore, token: str) -> web.Application:
     app.router.add_post("/jobs/{job_id}/cancel", _cancel)
     app.router.add_post("/jobs/{job_id}/eval", _eval)
     return app
+
+
+class _ProtocolLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logger, but a request that is not valid HTTP (a control byte in a header, a broken
+    request line) is one warning line, not a traceback: aiohttp answers it 400 itself, and a hostile client
+    must not be able to fill the agent's log with stack traces. Any other exception keeps its traceback."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            text = msg % args if isinstance(msg, str) and args else str(msg)
+            reason = " ".join(str(exc.message).split())[:200]
+            self.logger.warning("%s: malformed HTTP (answered %s): %s", text, exc.code, reason)
+            return
+        super().log(level, msg, *args, **kwargs)
 
 
 def _write_url_file(path: Path, url: str) -> None:
@@ -179,7 +222,8 @@ async def serve(
 ) -> None:
     """Serve until SIGTERM / SIGINT (or ``idle_exit_s`` without a job or a request); then stop the job."""
     app = make_app(core, token)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    protocol_log = _ProtocolLog(logging.getLogger("aiohttp.server"), {})
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=protocol_log)
     await runner.setup()
     sock = socket.create_server((host, port))
     site = web.SockSite(runner, sock)

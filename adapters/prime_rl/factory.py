@@ -63,6 +63,19 @@ def hidden_package_source(work_root: Path) -> EvalSource:
     return source
 
 
+def _train_uid(value: str) -> int | None:
+    """``train_uid=none`` (default: training as the agent's uid) | ``auto`` (a fresh unprivileged uid) | a number."""
+    if value == "none":
+        return None
+    if value == "auto":
+        from adapters.sandbox import fresh_uid
+
+        return fresh_uid()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise ValueError(f"prime_rl trainer: train_uid={value!r}; expected none, auto or a uid above 0")
+
+
 def make_trainer(options: Mapping[str, str]) -> PrimeRLRunner:
     from adapters.vllm import ScorerSettings, VLLMScorer
 
@@ -74,6 +87,7 @@ def make_trainer(options: Mapping[str, str]) -> PrimeRLRunner:
     env = {"UV_CACHE_DIR": paths.uv_cache, "HF_HOME": paths.hf_home}
     limit = options.get("eval_limit")
     settings = RunnerSettings(
+        train_uid=_train_uid(options.get("train_uid", "none")),
         work_root=str(work_root),
         prime_rl_dir=paths.prime_rl,
         gpus=gpus,

@@ -268,7 +268,10 @@ class GroupProcess:
         cwd: Path | str,
         env: Mapping[str, str],
         log_path: Path | str,
+        user: int | None = None,
     ) -> GroupProcess:
+        """Start ``argv`` in a new session; ``user``: the uid (and gid, no supplementary groups) it runs as."""
+        as_user: dict[str, object] = {} if user is None else {"user": user, "group": user, "extra_groups": []}
         path = Path(log_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         mark = secrets.token_hex(12)
@@ -282,6 +285,7 @@ class GroupProcess:
                 stdout=fd,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
+                **as_user,  # type: ignore[arg-type]
             )
         finally:
             os.close(fd)
@@ -330,9 +334,10 @@ async def run_to_end(
     log_path: Path | str,
     timeout_s: float,
     grace_s: float = 5.0,
+    user: int | None = None,
 ) -> ProcResult:
     """Run a command to completion (or to its deadline, then kill its group); no member survives."""
-    proc = await GroupProcess.start(argv, cwd=cwd, env=env, log_path=log_path)
+    proc = await GroupProcess.start(argv, cwd=cwd, env=env, log_path=log_path, user=user)
     try:
         code = await proc.wait(timeout_s)
         timed_out = code is None

@@ -26,9 +26,11 @@ so tests run the whole pipeline on CPU with stand-ins (``fixtures/prime_rl/stand
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +40,7 @@ import httpx
 import msgspec
 import structlog
 
+from adapters.sandbox import ChildFailure, copy_regular_files, processes_of
 from adapters.vllm.types import EvalSampling, HiddenScorer, ScoringFailed, ServedModel, load_eval_package
 from adapters.vllm.weights import final_broadcast, find_hf_snapshot, is_lora_dir, make_servable_dir
 from families.spec import SpecError, TaskSpec, validate_spec
@@ -106,6 +109,11 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True):
     abort_after_all_error_steps: int = 3
     hf_home: str | None = None
     log_tail_chars: int = 4000
+    # The uid every training-phase process (install, dry run, inference server, rl: the agent's env code) runs
+    # as; None: the agent's own (root on a pod). Scoring stays on this process's uid, and every process of
+    # ``train_uid`` is killed before the hidden eval package is asked for, so none is left to read it (it is
+    # 0700 to this process's uid anyway). The uid needs write access to prime-rl's venv for the install.
+    train_uid: int | None = None
 
 
 def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -113,6 +121,38 @@ def child_environment(extra: Mapping[str, str], base: Mapping[str, str] | None =
     src = os.environ if base is None else base
     env = {k: v for k, v in src.items() if k.startswith(_PASS_PREFIXES) and not _SECRET_NAME.search(k)}
     return env | dict(extra)
+
+
+def _hand_over(work: Path, train_dir: Path, env_dir: Path, uid: int) -> Path:
+    """The training uid's own: ``train_dir`` (with a copy of the env package and a HOME); ``work`` traversable.
+
+    The env package is copied (regular files only: a symlink the agent planted would otherwise be copied, by
+    root, as the file it points to), so the uid needs nothing of the bundle's directory (nor its parents).
+    """
+    copy = train_dir / "env" / env_dir.name
+    copy_regular_files(env_dir, copy)
+    (train_dir / "home").mkdir()
+    work.chmod(0o755)
+    for dirpath, dirnames, filenames in os.walk(train_dir):
+        for name in [*dirnames, *filenames]:
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+    os.chown(train_dir, uid, uid)
+    return copy
+
+
+def _kill_uid(uid: int) -> int:
+    """SIGKILL every process of ``uid`` until none is left; returns how many were found."""
+    found: set[int] = set()
+    for _ in range(50):
+        pids = processes_of(uid)
+        if not pids:
+            break
+        found.update(pids)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    return len(found)
 
 
 def load_task_spec(path: Path) -> TaskSpec:
@@ -203,6 +243,13 @@ class PrimeRLRunner:
             )
         module = env_module_name(job_cfg.env.id)
         env = child_environment(self.settings.env)
+        uid = self.settings.train_uid
+        if uid is not None:
+            try:
+                env_dir = _hand_over(work, train_dir, env_dir, uid)
+            except ChildFailure as exc:  # the env package is too large to copy
+                return failed("config_error", f"job.toml: [env].path: {exc}")
+            env["HOME"] = str(train_dir / "home")
         budget = float(spec.bounds.time_budget_s)
         train_budget = budget * (1.0 - self.settings.score_reserve_fraction)
         deadline = started + train_budget
@@ -216,6 +263,7 @@ class PrimeRLRunner:
             env=env,
             log_path=train_dir / "logs" / "install.log",
             timeout_s=self.settings.install_timeout_s,
+            user=uid,
         )
         timings["install"] = inst.seconds
         if inst.returncode != 0:
@@ -234,6 +282,7 @@ class PrimeRLRunner:
             env=env,
             log_path=train_dir / "logs" / "dry_run.log",
             timeout_s=self.settings.dry_run_timeout_s,
+            user=uid,
         )
         timings["dry_run"] = dry.seconds
         run_dir = train_dir / gen.layout.run_dir
@@ -247,6 +296,8 @@ class PrimeRLRunner:
         # -- train ------------------------------------------------------------------------------------
         tracker = TrainTracker(gen.max_steps)
         outcome = await self._train(gen, rl, train_dir, run_dir, env, deadline, tracker, progress)
+        if uid is not None:  # whatever left the group and the marker: nothing of the training uid survives
+            outcome.stragglers = bool(await asyncio.to_thread(_kill_uid, uid)) or outcome.stragglers
         timings["train"] = outcome.seconds
         metrics = tracker.summary()
         if outcome.stragglers:
@@ -284,7 +335,11 @@ class PrimeRLRunner:
         s = self.settings
         cmd = _fill(s.inference_command, prime_rl_dir=s.prime_rl_dir, env_dir="")
         proc = await GroupProcess.start(
-            [*cmd, "@", "inference.toml"], cwd=train_dir, env=env, log_path=train_dir / "logs" / "inference_server.log"
+            [*cmd, "@", "inference.toml"],
+            cwd=train_dir,
+            env=env,
+            log_path=train_dir / "logs" / "inference_server.log",
+            user=s.train_uid,
         )
         deadline = time.monotonic() + s.inference_health_timeout_s
         async with httpx.AsyncClient(timeout=5.0) as client:
@@ -325,7 +380,7 @@ class PrimeRLRunner:
                     return outcome
             await progress(Progress(phase="train", total_steps=gen.max_steps, message="training started"))
             proc = await GroupProcess.start(
-                [*rl, "@", "rl.toml"], cwd=train_dir, env=env, log_path=train_dir / "logs" / "rl.log"
+                [*rl, "@", "rl.toml"], cwd=train_dir, env=env, log_path=train_dir / "logs" / "rl.log", user=s.train_uid
             )
             followers = (
                 (LineFollower(run_dir / "metrics.jsonl"), tracker.feed_metrics_line),

@@ -1,7 +1,7 @@
 """One sandboxed child per submission: its directory, its command line, and the JSON-lines channel to it.
 
 :class:`Sandbox` copies the workspace (regular files only) into a fresh temporary directory, starts the
-trusted driver (``sandbox_driver.py``) under the isolation :mod:`._isolation` detected, and talks to it one
+trusted driver (``sandbox_driver.py``) under the isolation :mod:`adapters.sandbox` detected, and talks to it one
 request at a time with a wall timeout per request. Any timeout, protocol error or death kills the whole
 child (process group, and with namespaces the whole pid namespace), after which every request fails fast.
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -28,93 +27,39 @@ from typing import Any
 
 import structlog
 
-from ._bwrap import DRIVER, INSIDE, PROJECT_PACKAGES, bwrap_command, python_trees, traversable
-from ._isolation import IsolationPlan, unshare_flags
+from adapters.sandbox import (
+    INSIDE,
+    PROJECT_PACKAGES,
+    ChildFailure,
+    IsolationPlan,
+    child_env,
+    confined_base,
+    copy_regular_files,
+    fresh_uid,
+    processes_of,
+    python_trees,
+    traversable,
+    unshare_flags,
+)
+
 from ._limits import ProbeLimits
 
-__all__ = ["ChildFailure", "Sandbox", "child_env", "copy_regular_files", "fresh_uid", "processes_of"]
+__all__ = ["DRIVER", "Sandbox", "bwrap_command"]
 
 log = structlog.get_logger(__name__)
 
-_UID_BASE = 61000
-_uid_counter = itertools.count()
-_COPY_MAX_BYTES = 64 << 20
-_COPY_MAX_FILES = 2000
+DRIVER = Path(__file__).with_name("sandbox_driver.py")
 _STDERR_KEEP = 16_000
 
 
-class ChildFailure(Exception):
-    """The child timed out, died or broke the protocol; ``str(self)`` says which, for the agent."""
-
-
-def _uid_in_use(uid: int) -> bool:
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    return True
-    return False
-
-
-def fresh_uid() -> int:
-    """An unprivileged uid no process uses now; spread by engine pid so two engines rarely collide."""
-    base = _UID_BASE + (os.getpid() % 997) * 4
-    for _ in range(64):
-        uid = base + next(_uid_counter) % 4000
-        if not _uid_in_use(uid):
-            return uid
-    return base
-
-
-def processes_of(uid: int) -> list[int]:
-    pids = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    pids.append(int(entry.name))
-    return pids
-
-
-def copy_regular_files(src: Path, dst: Path) -> None:
-    """Regular files only (no symlinks, devices or fifos), bounded in count and bytes."""
-    total = count = 0
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not Path(dirpath, d).is_symlink())
-        rel = Path(dirpath).relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if path.is_symlink() or not path.is_file():
-                continue
-            size = path.stat().st_size
-            count, total = count + 1, total + size
-            if count > _COPY_MAX_FILES or total > _COPY_MAX_BYTES:
-                raise ChildFailure(f"workspace too large to validate (> {_COPY_MAX_FILES} files or 64 MiB)")
-            shutil.copyfile(path, dst / rel / name)
-
-
-def child_env(home: str, tmp: str, python: Path) -> dict[str, str]:
-    """Built from nothing: no variable of the engine's environment is passed on."""
-    return {
-        "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": tmp,
-        "USER": "sandbox",
-        "LOGNAME": "sandbox",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "XDG_CACHE_HOME": f"{home}/.cache",
-        "UV_CACHE_DIR": f"{home}/.cache/uv",
-        "UV_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "NO_COLOR": "1",
-        "MALLOC_ARENA_MAX": "2",  # glibc reserves 64 MiB of address space per arena: keep RLIMIT_AS meaningful
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, str], limits: ProbeLimits) -> list[str]:
+    """The shared base plus the probe's own: the driver and the workspace copy read-only, a tmpfs HOME."""
+    b = confined_base(python, env, limits.tmpfs_bytes, plan.bwrap or "bwrap")
+    b.bind(root / "ws", INSIDE / "ws")
+    b.bind(DRIVER, INSIDE / "driver.py")
+    b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")
+    b.args += ["--chdir", str(INSIDE / "home"), "--", str(python), "-I", "-B", str(INSIDE / "driver.py")]
+    return b.args
 
 
 class Sandbox:

@@ -24,17 +24,17 @@ from typing import Any, Literal
 
 import structlog
 
+from adapters.sandbox import ChildFailure, IsolationPlan, Mode, detect_isolation, require_confinement
 from events import CheckResult
 from families.spec import TaskSpec
 from handlers.episode.job_config import JobConfig, JobConfigError, check_bounds, load_job_config
 from handlers.episode.setup import MIN_TASKS
 from handlers.ports.validator import ProbeReport
 
-from ._isolation import IsolationPlan, Mode, detect_isolation
 from ._limits import ProbeLimits
 from ._prime_map import config_problems, prime_rl_config
 from ._rubric import judge_rubric, rubric_cases
-from ._sandbox import ChildFailure, Sandbox
+from ._sandbox import Sandbox
 from ._static import scan_env
 from ._tasks import hidden_index, hidden_shingles, judge_tasks
 from ._tools import compare_tools
@@ -70,7 +70,11 @@ def describe_isolation(
         parts[-1] += f" ({uid_note})"
     parts += [f"rlimits({limits.summary(nproc)})", "scrubbed env", f"wall timeouts (total {limits.wall_s:g} s)"]
     text = " + ".join(parts)
-    return f"{text} [weaker because: {plan.note}]" if plan.note else text
+    if plan.note:
+        text += f" [weaker because: {plan.note}]"
+    if not plan.confined:
+        text += " [UNSAFE: run without a sandbox by explicit opt-in]"
+    return text
 
 
 def _check(name: str, ok: bool, detail: str, seconds: float = 0.0) -> CheckResult:
@@ -90,6 +94,7 @@ class ProbeValidator:
         max_tasks: int = 20_000,
         rubric_tasks: int = 6,
         preimport: bool = True,
+        unsafe_no_sandbox: bool = False,
     ) -> None:
         self.limits = limits or ProbeLimits()
         self.isolation = isolation
@@ -100,6 +105,8 @@ class ProbeValidator:
         # False: verifiers is imported by the env itself, inside the env_import stage (its timeout must then
         # cover that import); tests of import-time attacks use it to skip the 5-9 s pre-import.
         self.preimport = preimport
+        # Without bubblewrap the probe refuses (``WeakIsolation``) unless the user opted in to weaker isolation.
+        self.unsafe_no_sandbox = unsafe_no_sandbox
 
     async def validate(self, workspace: Path, spec: TaskSpec, attempt: int) -> ProbeReport:
         started = time.monotonic()
@@ -130,6 +137,7 @@ class ProbeValidator:
             checks += [_check(n, False, f"not run: {why}") for n in CHECK_NAMES[2:]]
         else:
             plan = detect_isolation(self.isolation)
+            require_confinement(plan, unsafe=self.unsafe_no_sandbox, who="the validation probe")
             isolation, sandbox_checks = await self._sandboxed(workspace, spec, job, plan)
             checks += sandbox_checks
         seconds = time.monotonic() - started

@@ -80,7 +80,7 @@ def _no_new_privs() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
 
-def _apply_limits(init: dict[str, Any]) -> None:
+def apply_limits(init: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _no_new_privs()
     for name, value in init.get("rlimits", {}).items():
@@ -398,7 +398,7 @@ def main() -> None:
     init = json.loads(sys.stdin.readline())
     _WS = Path(init["ws"]).resolve()
     try:
-        _apply_limits(init)
+        apply_limits(init)
     except OSError as exc:
         _send({"ok": False, "error": f"sandbox setup failed: {exc}"})
         return

@@ -30,6 +30,7 @@ from handlers.training import DatumSpec, StepOutcome
 __all__ = ["OFFLINE_PREFIX", "OfflineLearner", "OfflinePolicy", "message_tokens", "render_tokens"]
 
 OFFLINE_PREFIX = "offline:"
+_STATE_SUFFIX = ".state.json"
 _SEP = 1  # ends every rendered message
 _TOKENS_PER_MESSAGE = 6
 _VOCAB = 50_000
@@ -51,7 +52,10 @@ class OfflineLearner:
         self.last_state_path = resume_state_path
         self.batches: list[list[DatumSpec]] = []  # this process's batches, for tests
         if resume_state_path:
-            self.state = msgspec.json.decode(self._file(resume_state_path).read_bytes(), type=_State)
+            file = self._file(resume_state_path)
+            if not resume_state_path.endswith(_STATE_SUFFIX):  # as Tinker: sampler weights carry no optimizer state
+                raise ValueError(f"offline learner: {resume_state_path!r} is not a state checkpoint (*{_STATE_SUFFIX})")
+            self.state = msgspec.json.decode(file.read_bytes(), type=_State)
 
     def _file(self, path: str) -> Path:
         if not path.startswith(OFFLINE_PREFIX):
@@ -86,7 +90,7 @@ class OfflineLearner:
         data = msgspec.json.encode(self.state)
         state_path = ""
         if with_state:
-            state_path = f"{OFFLINE_PREFIX}checkpoints/{name}.state.json"
+            state_path = f"{OFFLINE_PREFIX}checkpoints/{name}{_STATE_SUFFIX}"
             write_atomic(self._file(state_path), data)
             self.last_state_path = state_path
         sampler_path = f"{OFFLINE_PREFIX}checkpoints/{name}.sampler.json"

@@ -57,6 +57,7 @@ class LedgerRow(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    train_tokens: int = 0
     seconds: float = 0.0
     episode_id: str = ""
     reservation_id: str = ""
@@ -85,6 +86,7 @@ def row_of(run_id: str, rec: Recorded) -> LedgerRow:
         input_tokens=e.input_tokens,
         cached_input_tokens=e.cached_input_tokens,
         output_tokens=e.output_tokens,
+        train_tokens=e.train_tokens,
         seconds=e.seconds,
         episode_id=e.episode_id,
         reservation_id=e.reservation_id,
@@ -197,6 +199,7 @@ class SummaryRow(msgspec.Struct, kw_only=True):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    train_tokens: int = 0
     pod_hours: float = 0.0  # wall hours of pod time settled (per pod, not per GPU)
     estimated_usd: float = 0.0  # part of usd charged at a reservation because the real figure was unknown
 
@@ -206,6 +209,7 @@ class SummaryRow(msgspec.Struct, kw_only=True):
         self.input_tokens += r.input_tokens
         self.cached_input_tokens += r.cached_input_tokens
         self.output_tokens += r.output_tokens
+        self.train_tokens += r.train_tokens
         self.pod_hours += r.seconds / 3600.0
         if r.estimated:
             self.estimated_usd += r.usd
@@ -245,7 +249,7 @@ def costs_command(ledger_path: str | Path, by: str = "run") -> str:
         return f"no costs recorded in {ledger_path}\n"
     table = Table(title=f"costs by {by} ({ledger_path}, {len(rows)} entries)")
     table.add_column(by)
-    for name in ("entries", "USD", "input tok", "cached tok", "output tok", "pod h", "estimated USD"):
+    for name in ("entries", "USD", "input tok", "cached tok", "output tok", "train tok", "pod h", "estimated USD"):
         table.add_column(name, justify="right")
 
     def cells(s: SummaryRow) -> list[str]:
@@ -256,6 +260,7 @@ def costs_command(ledger_path: str | Path, by: str = "run") -> str:
             format_count(s.input_tokens),
             format_count(s.cached_input_tokens),
             format_count(s.output_tokens),
+            format_count(s.train_tokens),
             format_hours(s.pod_hours * 3600.0),
             format_usd(s.estimated_usd, places=4),
         ]

@@ -32,6 +32,7 @@ import anyio
 import msgspec
 import structlog
 
+import handlers.budget.training_cost  # noqa: F401  (registers the training-cost deriver for replay --verify)
 from engine.projection import Projection, handles
 from events import EventBody, Recorded
 from events.money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
@@ -258,6 +259,7 @@ def settle(
     input_tokens: int = 0,
     cached_input_tokens: int = 0,
     output_tokens: int = 0,
+    train_tokens: int = 0,
     seconds: float = 0.0,
     price_version: str = "",
     estimated: bool = False,
@@ -276,6 +278,7 @@ def settle(
         input_tokens=input_tokens,
         cached_input_tokens=cached_input_tokens,
         output_tokens=output_tokens,
+        train_tokens=train_tokens,
         seconds=seconds,
         episode_id=r.episode_id,
         price_version=price_version,
@@ -446,6 +449,17 @@ class BudgetGate:
         await self._emit(body)
         if body.usd > body.reserved_usd:
             log.warning("budget.overrun", reservation_id=reservation_id, reserved_usd=body.reserved_usd, usd=usd)
+        return body
+
+    async def record_free(self, kind: str, ref: str, *, item: str = "", **usage: Any) -> CostSettled:
+        """Record usage that costs nothing (a zero-priced item) without a reservation: a cap already spent must not
+        refuse what is free, and the ledger still shows the usage."""
+        _check_kind(kind)
+        price_version = self.prices.label if self.prices is not None else ""
+        body = CostSettled(
+            reservation_id="", kind=kind, ref=ref, usd=0.0, item=item, price_version=price_version, **usage
+        )
+        await self._emit(body)
         return body
 
     async def release(self, reservation_id: str, reason: str = "") -> CostReleased:

@@ -1,18 +1,19 @@
 """The job a trainer agent submits: ``job.toml`` and its ``[prime_rl]`` table, checked against a task's bounds.
 
 The ``[prime_rl]`` table is the config surface the agent may tune. Every key is known; every value must
-lie inside the task spec's bounds. Errors name the file and the key (``job.toml: [prime_rl].learning_rate:
-3e-2 is above the task's maximum 1e-4``) so the agent can fix them from the message alone.
+lie inside the task spec's bounds. Errors name the file, the line and the key (``job.toml:4: [prime_rl].batch_size:
+Expected `int`, got `str```; ``job.toml: [prime_rl].learning_rate = 0.03: outside the task's range``) so the
+agent can fix them from the message alone. A byte that is not UTF-8 is such an error too, with its line.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
+from engine.tomlfile import TomlError, decode_toml, field_error
 from families.spec import Bounds
 
 __all__ = [
@@ -71,22 +72,25 @@ class JobConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen
     env: EnvTable
 
 
-def parse_job_config(text: str, source: str = "job.toml") -> JobConfig:
+def parse_job_config(text: str | bytes, source: str = "job.toml") -> JobConfig:
+    """Parse job.toml's text (or bytes): errors are one line naming the file, the line and the key.
+
+    Types are strict: ``learning_rate = "3e-5"`` is a string where a number belongs, never coerced.
+    """
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise JobConfigError(f"{source}: not valid TOML: {exc}") from None
+        doc: dict[str, Any] = decode_toml(data, source)
+    except TomlError as exc:
+        raise JobConfigError(str(exc)) from None
     try:
-        return msgspec.convert(data, JobConfig)
+        return msgspec.convert(doc, JobConfig)
     except msgspec.ValidationError as exc:
-        # msgspec says "... - at `$.prime_rl.learning_rate`"; say it in TOML terms.
-        msg = str(exc).replace("`$.prime_rl.", "`[prime_rl].").replace("`$.env.", "`[env].").replace("`$.", "`")
-        raise JobConfigError(f"{source}: {msg}") from None
+        raise JobConfigError(field_error(exc, data.decode("utf-8"), source)) from None
 
 
 def load_job_config(path: Path | str) -> JobConfig:
     p = Path(path)
-    return parse_job_config(p.read_text(encoding="utf-8"), str(p))
+    return parse_job_config(p.read_bytes(), str(p))
 
 
 def check_bounds(cfg: PrimeRLTable, bounds: Bounds, source: str = "job.toml") -> list[str]:

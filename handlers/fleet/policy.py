@@ -75,7 +75,7 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
         if unknown:
             raise ValueError(f"{source}: [fleet] has unknown key(s) {unknown}; known: {sorted(cls.__struct_fields__)}")
         try:
-            return msgspec.convert(dict(table), cls, strict=False)
+            return msgspec.convert(dict(table), cls)  # strict: a quoted "12" is no number
         except (msgspec.ValidationError, ValueError) as exc:
             raise ValueError(f"{source}: [fleet]: {exc}") from None
 

@@ -70,4 +70,8 @@ class JobResult(msgspec.Struct, frozen=True, kw_only=True):
 class InnerTrainer(Protocol):
     name: str
 
-    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult: ...
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        """Train and score ``job``. A failure is returned classified (``ok=False``, ``failure``, ``detail``);
+        an ok result has ``pre`` and ``post`` in [0, 1] and says how they were sampled (``sampling``).
+        (The pod agent turns anything raised into a ``trainer_crash``.)"""
+        ...

@@ -28,9 +28,14 @@ class LearnerPort(Protocol):
         loss_fn_config: dict[str, float] | None,
         learning_rate: float,
     ) -> StepOutcome:
-        """One forward-backward over ``datums`` and one optimizer step (both submitted before awaiting)."""
+        """One forward-backward over ``datums`` and one optimizer step (both submitted before awaiting).
+
+        An empty batch, or a datum whose lists do not all have its input's length, raises ``ValueError``.
+        The metrics are finite numbers (they are recorded in ``lora.step_applied``)."""
         ...
 
     async def save(self, name: str, *, with_state: bool) -> tuple[str, str]:
-        """Save sampler weights (and, if ``with_state``, resumable state): ``(state_path or "", sampler_path)``."""
+        """Save sampler weights (and, if ``with_state``, resumable state): ``(state_path or "", sampler_path)``.
+
+        A learner built to resume from ``state_path`` carries on from that state; only a state path resumes."""
         ...

@@ -23,8 +23,8 @@ class AgentReply(msgspec.Struct, frozen=True, kw_only=True):
     content: str = ""
     tool_calls: list[ToolCall] = []
     model: str = ""
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
+    input_tokens: int = 0  # every prompt token, the cached ones included (as the price table bills them)
+    cached_input_tokens: int = 0  # the cache hits among input_tokens
     output_tokens: int = 0
     finish_reason: str = ""
     # Trainable policies put prompt/sampled token ids, logprobs and the sampler version here.

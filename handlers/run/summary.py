@@ -1,4 +1,5 @@
-"""The run summary projection: status, seed, and how many episodes and jobs are where."""
+"""The run summary projection: status, seed, what the run ran on (``run.wiring``), and how many episodes and jobs
+are where."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    RunWiring,
+    SandboxOptedOut,
 )
 
 __all__ = ["RunSummary", "RunSummaryProjection"]
@@ -29,6 +32,12 @@ class RunSummary(msgspec.Struct):
     jobs_queued: int = 0
     jobs_succeeded: int = 0
     jobs_failed: int = 0
+    # the last run.wiring: what the newest process used (inner trainer, learner backend, provider, ...)
+    inner_trainer: str = ""
+    learner_backend: str = ""
+    provider: str = ""
+    standin: bool = False
+    unsafe_sandbox: str = ""  # "" or what the --unsafe-no-sandbox opt-in allowed ("unshare: <why>")
 
 
 class RunSummaryProjection(Projection[RunSummary]):
@@ -49,9 +58,20 @@ class RunSummaryProjection(Projection[RunSummary]):
         s.status = "running"
         return s
 
+    @handles(RunWiring)
+    def _wiring(self, s: RunSummary, e: RunWiring) -> RunSummary:
+        s.inner_trainer, s.learner_backend, s.provider = e.inner_trainer, e.learner_backend, e.provider
+        s.standin = e.standin
+        return s
+
     @handles(RunFinished)
     def _finished(self, s: RunSummary, e: RunFinished) -> RunSummary:
         s.status = f"finished:{e.status}"
+        return s
+
+    @handles(SandboxOptedOut)
+    def _opted_out(self, s: RunSummary, e: SandboxOptedOut) -> RunSummary:
+        s.unsafe_sandbox = f"{e.isolation} (opted out by {e.command})" + (f": {e.note}" if e.note else "")
         return s
 
     @handles(EpisodeStarted)

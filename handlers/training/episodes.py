@@ -15,6 +15,9 @@ class FinishedEpisode(msgspec.Struct, frozen=True, kw_only=True):
     sampler_version: int  # the sampler the episode's turns were sampled with
     reward: float
     turns: list[SampledTurn]
+    # Ended by the run or global budget cap (reward.computed budget_refused): the reward says nothing about the
+    # policy, so the learner leaves the episode out (docs/reward.md). An episode-budget refusal is not capped.
+    capped: bool = False
 
 
 class EpisodeGroup(msgspec.Struct, frozen=True, kw_only=True):

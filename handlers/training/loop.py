@@ -31,6 +31,7 @@ from handlers.ports.learner import LearnerPort
 from handlers.training.batch import TaskRef, draw_tasks
 from handlers.training.config import OuterConfig
 from handlers.training.episodes import EpisodeGroup, FinishedEpisode
+from handlers.training.meter import TrainingMeter
 from handlers.training.projection import GroupState, TrainingState, episode_id_for, group_id_for, open_groups
 from handlers.training.staleness import split_by_staleness
 from handlers.training.step import Emit, discard_stale, learner_step
@@ -52,10 +53,13 @@ class OuterLoop:
         run_episode: RunEpisode,
         emit: Emit,
         state: TrainingState | None = None,
+        meter: TrainingMeter | None = None,
     ) -> None:
-        """``state``: the training projection folded from the log so far (None: a new run)."""
+        """``state``: the training projection folded from the log so far (None: a new run). ``meter``: pays
+        for each learner step (:mod:`handlers.training.meter`); None charges nothing."""
         st = state or TrainingState()
         self.cfg = config
+        self._meter = meter
         self._learner = learner
         self._run_episode = run_episode
         self._emit = emit
@@ -138,7 +142,9 @@ class OuterLoop:
             return False
         batch = split.fresh[: self.cfg.tasks_per_batch]  # oldest sampler first
         self._take(batch)
-        result = await learner_step(self._learner, batch, step=self.step, config=self.cfg, emit=self._emit)
+        result = await learner_step(
+            self._learner, batch, step=self.step, config=self.cfg, emit=self._emit, meter=self._meter
+        )
         if result.applied is None:  # cannot happen: every group in batch is fresh
             raise RuntimeError(f"step {self.step}: fresh batch produced no step")
         self.step += 1

@@ -74,6 +74,7 @@ class EpisodeProgress(msgspec.Struct, kw_only=True):
 class StepRecord(msgspec.Struct, kw_only=True):
     step: int
     episode_ids: list[str] = []
+    capped_episode_ids: list[str] = []  # collected but left out: ended by the run or global budget cap
     state_path: str = ""
     sampler_path: str = ""
     n_datums: int = 0
@@ -95,6 +96,7 @@ class TrainingState(msgspec.Struct, kw_only=True):
     resume_state_path: str = ""  # the last lora.step_applied state_path (weights + optimizer state)
     requeued: list[str] = []  # task ids re-queued after a stale discard, in order
     discarded_episodes: int = 0
+    capped_episodes: int = 0  # left out of the steps applied: ended by the run or global budget cap
 
 
 def open_groups(state: TrainingState) -> list[GroupState]:
@@ -178,14 +180,17 @@ class TrainingProjection(Projection[TrainingState]):
     @handles(BatchCollected)
     def _collected(self, s: TrainingState, e: BatchCollected) -> TrainingState:
         # The groups stay open until the step is applied: a crash in between collects them again.
-        s.steps[str(e.step)] = StepRecord(step=e.step, episode_ids=list(e.episode_ids))
+        s.steps[str(e.step)] = StepRecord(
+            step=e.step, episode_ids=list(e.episode_ids), capped_episode_ids=list(e.capped_episode_ids)
+        )
         return s
 
     @handles(LoRAStepApplied)
     def _applied(self, s: TrainingState, e: LoRAStepApplied) -> TrainingState:
         rec = s.steps.setdefault(str(e.step), StepRecord(step=e.step))
         rec.state_path, rec.sampler_path, rec.applied = e.state_path, e.sampler_path, True
-        for eid in rec.episode_ids:
+        s.capped_episodes += len(rec.capped_episode_ids)
+        for eid in [*rec.episode_ids, *rec.capped_episode_ids]:  # a capped episode's group is done with too
             ep = s.episodes.get(eid)
             group = s.groups.get(ep.group_id) if ep is not None else None
             if group is not None and group.status == "running":

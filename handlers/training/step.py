@@ -1,5 +1,10 @@
-"""One learner step, top to bottom: stale groups out (and re-queued), advantages, datums, forward-backward +
-optimizer step, checkpoint, events.
+"""One learner step, top to bottom: stale groups out (and re-queued), capped episodes out, advantages, datums,
+forward-backward + optimizer step (metered), checkpoint, events.
+
+Capped episodes (ended by the run or global budget cap) are left out of the batch and of their group's GRPO
+baseline, as docs/reward.md says; ``batch.collected`` lists them. A batch with nothing but capped episodes
+cannot train: :class:`BatchAllCapped`. With a meter (:mod:`handlers.training.meter`) the step is paid for
+before it runs and settled after, as a ``training`` cost.
 
 Events, in order: ``episode.stale_discarded`` (one per discarded episode), ``batch.collected``,
 ``lora.step_applied``, ``sampler.published`` (version ``step + 1``: version 0 is the base model, and the
@@ -8,6 +13,7 @@ weights after step ``s`` serve version ``s + 1``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -22,9 +28,10 @@ from handlers.training.config import OuterConfig
 from handlers.training.datums import DatumSpec, trajectory_to_datums
 from handlers.training.episodes import EpisodeGroup
 from handlers.training.loss import loss_fn_config
+from handlers.training.meter import TrainingMeter
 from handlers.training.staleness import split_by_staleness
 
-__all__ = ["StepResult", "build_batch_datums", "discard_stale", "learner_step"]
+__all__ = ["BatchAllCapped", "StepResult", "build_batch_datums", "discard_stale", "learner_step", "without_capped"]
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +41,22 @@ Emit = Callable[[EventBody], Awaitable[Any]]
 class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     applied: LoRAStepApplied | None  # None: nothing fresh enough to train on
     requeued_task_ids: list[str]  # tasks whose groups were stale, to run again
+
+
+class BatchAllCapped(RuntimeError):
+    """Every episode of a batch was ended by the run or global budget cap: there is nothing to train on."""
+
+
+def without_capped(groups: Sequence[EpisodeGroup]) -> tuple[list[EpisodeGroup], list[str]]:
+    """The groups with their capped episodes removed (a group left empty is dropped), and the capped ids."""
+    kept: list[EpisodeGroup] = []
+    capped: list[str] = []
+    for g in groups:
+        capped += [ep.episode_id for ep in g.episodes if ep.capped]
+        rest = [ep for ep in g.episodes if not ep.capped]
+        if rest:
+            kept.append(EpisodeGroup(task_id=g.task_id, episodes=rest) if len(rest) < len(g.episodes) else g)
+    return kept, capped
 
 
 def build_batch_datums(groups: Sequence[EpisodeGroup]) -> list[DatumSpec]:
@@ -70,6 +93,7 @@ async def learner_step(
     step: int,
     config: OuterConfig,
     emit: Emit,
+    meter: TrainingMeter | None = None,
 ) -> StepResult:
     """Train step ``step`` on the fresh groups among ``groups``; discard and re-queue the stale ones."""
     split = split_by_staleness(groups, step, config.max_steps_off_policy)
@@ -77,8 +101,9 @@ async def learner_step(
     if not split.fresh:
         return StepResult(applied=None, requeued_task_ids=requeued)
 
-    episodes = [ep for g in split.fresh for ep in g.episodes]
-    lags = [step - ep.sampler_version for ep in episodes]
+    trainable, capped = without_capped(split.fresh)
+    episodes = [ep for g in trainable for ep in g.episodes]
+    lags = [step - ep.sampler_version for ep in episodes] or [0]
     await emit(
         BatchCollected(
             step=step,
@@ -86,15 +111,23 @@ async def learner_step(
             task_ids=[g.task_id for g in split.fresh],
             staleness_max=max(lags),
             staleness_mean=sum(lags) / len(lags),
+            capped_episode_ids=capped,
         )
     )
-    datums = build_batch_datums(split.fresh)
-    outcome = await learner.train_step(
-        datums,
-        loss_fn=config.loss_fn,
-        loss_fn_config=loss_fn_config(config.loss_fn, clip_low=config.clip_low, clip_high=config.clip_high),
-        learning_rate=config.learning_rate,
-    )
+    if not episodes:
+        raise BatchAllCapped(
+            f"step {step}: all {len(capped)} episodes of the batch were ended by the run or global budget cap; "
+            f"nothing to train on (raise [budget] run_usd / global_usd, then `ait resume`)"
+        )
+    datums = build_batch_datums(trainable)
+    paid = meter.step(step, datums) if meter is not None else contextlib.nullcontext()
+    async with paid:
+        outcome = await learner.train_step(
+            datums,
+            loss_fn=config.loss_fn,
+            loss_fn_config=loss_fn_config(config.loss_fn, clip_low=config.clip_low, clip_high=config.clip_high),
+            learning_rate=config.learning_rate,
+        )
     with_state = config.save_every > 0 and (step + 1) % config.save_every == 0
     state_path, sampler_path = await learner.save(f"step_{step + 1:06d}", with_state=with_state)
     applied = LoRAStepApplied(
@@ -110,5 +143,12 @@ async def learner_step(
     )
     await emit(applied)
     await emit(SamplerPublished(sampler_version=step + 1, path=sampler_path, step=step))
-    log.info("outer.step_applied", step=step, episodes=len(episodes), datums=len(datums), stale=len(split.stale))
+    log.info(
+        "outer.step_applied",
+        step=step,
+        episodes=len(episodes),
+        datums=len(datums),
+        stale=len(split.stale),
+        capped=len(capped),
+    )
     return StepResult(applied=applied, requeued_task_ids=requeued)

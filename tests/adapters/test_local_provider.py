@@ -24,6 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 STARTUP_MODULES = "cli, adapters.pod.core, adapters.pod.server, adapters.pod.trainers, adapters.pod.standin"
 
 TOKEN = "local-pod-token-0123456789abcdef"
+API_KEY = "sk-engine-api-key-0123456789abcdef"
 
 
 def spec(token: str = TOKEN) -> PodSpec:
@@ -60,7 +61,11 @@ def record_pid(provider: LocalProvider, provider_id: str) -> int:
     return pid
 
 
-async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its_group(tmp_path: Path) -> None:
+async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)  # the engine's API keys: never passed to a pod agent
+    monkeypatch.setenv("RUNPOD_API_KEY", API_KEY)
     provider = LocalProvider(
         POD_AGENT_COMMAND,
         tmp_path / "pods",
@@ -81,6 +86,7 @@ async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its
     assert TOKEN.encode() not in proc_file(pid, "cmdline")
     assert TOKEN.encode() not in proc_file(pid, "environ")
     assert b"AIT_PIN_X=1" in proc_file(pid, "environ")  # the rest of the spec's env is passed
+    assert API_KEY.encode() not in proc_file(pid, "environ")  # a scrubbed environment: no API key
 
     async with HttpPodAgent() as agent:
         assert (await agent.health(info.url, TOKEN)).trainer == "fake"
@@ -95,6 +101,7 @@ async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its
                 child_file = next((provider.state_dir / created.provider_id).rglob("child.pid"), None)
         child = int(child_file.read_text())
     assert alive(child) and os.getpgid(child) == pid
+    assert API_KEY.encode() not in proc_file(child, "environ")  # nor anything the agent starts
 
     # Same name: the same pod (a retried create after a crash launches nothing new).
     again = await provider.create_pod(spec(), name)

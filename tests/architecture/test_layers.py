@@ -60,10 +60,7 @@ def test_every_package_imports_only_the_layers_below_it(product_edges: list[Edge
 
 def test_no_module_imports_another_packages_private_module(product_edges: list[Edge]) -> None:
     test_edges = [e for e in edges("tests") if not e.path.startswith("tests/architecture/")]
-    found = private_violations(product_edges + test_edges)
-    # TEMPORARY (issue 15 lands the public sandbox package): the CPU trainer's use of the probe's sandbox.
-    pending = ("adapters/cpu_trainer/", "tests/integrity/", "tests/adapters/cpu_trainer/")
-    assert [v for v in found if not v.startswith(pending)] == []
+    assert private_violations(product_edges + test_edges) == []
 
 
 def test_no_import_cycles(product_edges: list[Edge]) -> None:

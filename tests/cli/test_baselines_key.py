@@ -61,6 +61,7 @@ def test_an_episode_refuses_baselines_of_another_key(
     assert json.loads(out.read_text())["key_fingerprint"] == key_fingerprint()
     baselines, desc = _baselines("cpu", "ledger")
     assert scores_of(baselines)["ledger"] and desc == str(out)
+    assert {(b.n, b.key_fingerprint) for b in baselines} == {(200, key_fingerprint())}  # as frozen, not made up
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "other.key"))
     with pytest.raises(SystemExit, match=r"ait baselines --inner cpu --force"):
         _baselines("cpu", "ledger")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from cli import main
 from engine.runtime import Runtime
@@ -51,6 +52,34 @@ def test_replay_refuses_a_corrupt_log_naming_the_line(run_dir: Path, capsys: pyt
     log.write_bytes(b"".join(lines))
     assert main(["replay", str(run_dir)]) == 2
     assert "events.jsonl:1" in capsys.readouterr().out
+
+
+def test_a_corrupt_final_record_is_named_by_replay_and_set_aside_by_a_resume(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = run_dir / "events.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"job_id":"j1"', b'"job_id":"j2"')  # a complete line, newline kept
+    log.write_bytes(b"".join(lines))
+    assert main(["replay", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "corrupt record at line 2" in out and "events     1 (last seq 0)" in out and "torn tail" not in out
+
+    async def resume() -> None:
+        async with Runtime(run_dir, []) as rt:
+            await rt.emit(JobQueued(job_id="j3", episode_id="e1", family="calc_chain", base_model="m", bundle="b"))
+
+    with capture_logs() as logs:
+        anyio.run(resume)
+    assert [e["line"] for e in logs if e["event"] == "log.corrupt_record_set_aside"] == [2]
+    aside = [p for p in run_dir.iterdir() if ".corrupt-line2-" in p.name]
+    assert len(aside) == 1 and aside[0].read_bytes() == lines[1]
+    anyio.run(resume)  # a second resume: the set-aside bytes are still there, the log is clean
+    assert aside[0].read_bytes() == lines[1]
+    capsys.readouterr()
+    assert main(["replay", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "events     3 (last seq 2)" in out and "corrupt" not in out
 
 
 def test_unknown_run_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

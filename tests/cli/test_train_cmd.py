@@ -78,6 +78,12 @@ def test_smoke_train_resume_and_holdout(
     assert st["training"].step == 2 and st["run"].status == "finished:ok"
     assert [s.n_episodes for s in st["training"].steps.values()] == [2, 2]
     assert (run / "checkpoints" / "step_000002.state.json").is_file()
+    # Each learner step is a training cost in the ledger; a replay re-prices them and finds nothing different.
+    assert main(["--runs-root", runs, "costs", "--by", "kind"]) == 0
+    table = capsys.readouterr().out
+    assert any(line.strip("│ ").startswith("training ") for line in table.splitlines()), table
+    assert main(["--runs-root", runs, "replay", "s", "--verify"]) == 0
+    assert "0 differ" in capsys.readouterr().out
 
     # More steps on the same run: the open group continues with its ids, nothing runs twice.
     assert main(["--runs-root", runs, "resume", "s", "--max-steps", "3"]) == 0

@@ -27,7 +27,8 @@ def test_runpod_without_its_key_names_the_variable(
 ) -> None:
     seed(tmp_path, "r", 1)
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
-    code = main(["--runs-root", str(tmp_path), "worker", "r", "--provider", "runpod", "--image", "img", "--once"])
+    argv = ["--runs-root", str(tmp_path), "worker", "r", "--provider", "runpod", "--image", "img"]
+    code = main([*argv, "--trainer", "prime_rl", "--once"])
     assert code == 2 and "RUNPOD_API_KEY" in capsys.readouterr().err
 
 

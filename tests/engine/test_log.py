@@ -253,17 +253,88 @@ async def test_appends_after_a_recovered_tail_start_on_a_clean_line(tmp_path: Pa
     assert [r.seq for r in read_log(path).records] == [0, 1, 2, 3]
 
 
-def test_undecodable_final_line_is_a_torn_tail(tmp_path: Path) -> None:
-    path = tmp_path / "events.jsonl"
-    lines = write_lines(path, [rec(i) for i in range(4)])
+def _contents(directory: Path) -> dict[str, bytes]:
+    # writer.lock is the one-writer lock file (its content is the last holder's pid), not log data
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.name != "writer.lock"}
+
+
+def _flip_last_line(path: Path, lines: list[bytes]) -> bytes:
+    """Damage one byte of the last line, keeping its newline: a complete line that fails its checksum."""
     last = bytearray(lines[-1])
     last[20] ^= 0x01
     path.write_bytes(b"".join(lines[:-1]) + bytes(last))
+    return bytes(last)
+
+
+def test_a_complete_final_line_failing_its_checksum_is_a_corrupt_record_not_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = write_lines(path, [rec(i) for i in range(4)])
+    last = _flip_last_line(path, lines)
+    found = read_log(path)  # reading reports it and changes nothing
+    assert (found.corrupt_line, found.corrupt_bytes, found.torn_bytes) == (4, len(last), 0)
+    assert "checksum" in found.corrupt_reason and path.read_bytes().endswith(last)
     with capture_logs() as logs:
         recovery = recover_log(path)
-    assert [r.seq for r in recovery.records] == [0, 1, 2] and recovery.torn_bytes == len(last)
+    assert [r.seq for r in recovery.records] == [0, 1, 2] and recovery.torn_bytes == 0
+    assert recovery.corrupt_line == 4
+    # the log ends before it (a write-ahead log's convention), but its bytes are kept beside the log
     assert path.read_bytes() == b"".join(lines[:-1])
-    assert any(e["event"] == "log.torn_tail_recovered" for e in logs)
+    aside = Path(recovery.set_aside)
+    assert aside.parent == tmp_path and aside.read_bytes() == last and "line4" in aside.name
+    assert [e["event"] for e in logs] == ["log.corrupt_record_set_aside"]
+    assert logs[0]["line"] == 4 and logs[0]["set_aside"] == str(aside)
+
+
+def test_an_unterminated_final_line_is_a_torn_tail_not_a_corrupt_record(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = write_lines(path, [rec(i) for i in range(4)])
+    damaged = bytearray(lines[-1][:-1])  # the same damage, but the line never got its newline
+    damaged[20] ^= 0x01
+    path.write_bytes(b"".join(lines[:-1]) + bytes(damaged))
+    with capture_logs() as logs:
+        recovery = recover_log(path)
+    assert (recovery.corrupt_line, recovery.corrupt_bytes, recovery.torn_bytes) == (0, 0, len(damaged))
+    assert recovery.set_aside == "" and sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]
+    assert [e["event"] for e in logs] == ["log.torn_tail_recovered"]
+
+
+def test_a_corrupt_final_line_with_torn_bytes_after_it_is_set_aside_whole(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = write_lines(path, [rec(i) for i in range(4)])
+    last = _flip_last_line(path, lines)
+    with path.open("ab") as f:
+        f.write(b'{"seq":4,"ts')
+    recovery = recover_log(path)
+    assert (recovery.corrupt_line, recovery.corrupt_bytes, recovery.torn_bytes) == (4, len(last), 12)
+    assert Path(recovery.set_aside).read_bytes() == last + b'{"seq":4,"ts'
+
+
+async def test_set_aside_bytes_survive_a_resume(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = write_lines(path, [rec(i) for i in range(4)])
+    last = _flip_last_line(path, lines)
+    async with writing(EventLog.open(path)) as log:  # the writer that reopens the log sets the record aside
+        assert log.recovery.corrupt_line == 4 and log.next_seq == 3
+        await append_next(log)
+        await append_next(log)
+    aside = Path(log.recovery.set_aside)
+    async with writing(EventLog.open(path)) as again:  # a resume: a clean log, the set-aside file untouched
+        assert again.recovery.corrupt_line == 0 and again.recovery.set_aside == ""
+        await append_next(again)
+    assert [r.seq for r in read_log(path).records] == [0, 1, 2, 3, 4, 5]
+    assert _contents(tmp_path) == {"events.jsonl": path.read_bytes(), aside.name: last}
+
+
+def test_a_recovery_interrupted_after_setting_aside_keeps_one_copy(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = write_lines(path, [rec(i) for i in range(3)])
+    _flip_last_line(path, lines)
+    damaged = path.read_bytes()
+    first = recover_log(path)
+    path.write_bytes(damaged)  # as if the cut had not reached the disk
+    second = recover_log(path)
+    assert first.set_aside == second.set_aside
+    assert len(list(tmp_path.glob("*.corrupt-*"))) == 1
 
 
 def test_a_zero_filled_tail_is_torn(tmp_path: Path) -> None:
@@ -296,7 +367,7 @@ def test_a_cut_at_any_byte_recovers_exactly_the_whole_lines(tmp_path: Path, n: i
 def test_mid_file_corruption_names_the_line_and_leaves_the_file_alone(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     lines = write_lines(path, [rec(i) for i in range(6)])
-    for bad in range(5):  # every line but the last (a damaged last line is indistinguishable from a torn one)
+    for bad in range(5):  # every line but the last (a damaged last line ends the log: tested above)
         for offset in (0, len(lines[bad]) // 2, len(lines[bad]) - 1):  # first byte, middle, its newline
             damaged = [bytearray(line) for line in lines]
             damaged[bad][offset] ^= 0x04

@@ -103,7 +103,7 @@ def test_a_seq_gap_anywhere_is_reported_with_its_line(tmp_path: Path, size: int,
     assert info.value.line_no == at + 1
 
 
-def test_an_undecodable_last_line_is_torn_whatever_the_blocks(tmp_path: Path) -> None:
+def test_an_undecodable_complete_last_line_is_corrupt_whatever_the_blocks(tmp_path: Path) -> None:
     lines = lines_of(list(range(N)))
     last = bytearray(lines[-1])
     last[len(last) // 2] ^= 0x01
@@ -112,7 +112,9 @@ def test_an_undecodable_last_line_is_torn_whatever_the_blocks(tmp_path: Path) ->
         path.write_bytes(b"".join(lines[:-1]) + bytes(last))
         with blocks_of(size):
             recovery = recover_log(path)
-        assert recovery.records == [rec(i) for i in range(N - 1)] and recovery.torn_bytes == len(last)
+        assert recovery.records == [rec(i) for i in range(N - 1)] and recovery.torn_bytes == 0
+        assert (recovery.corrupt_line, recovery.corrupt_bytes) == (N, len(last))
+        assert Path(recovery.set_aside).read_bytes() == last
 
 
 @pytest.fixture

@@ -101,6 +101,19 @@ def test_replay_reports_a_torn_tail_without_changing_the_file(tmp_path: Path) ->
     assert log.stat().st_size == size
 
 
+def test_replay_reports_a_corrupt_final_record_by_its_line_without_changing_the_file(tmp_path: Path) -> None:
+    run = tmp_path / "r6"
+    anyio.run(_write, run, 2)
+    log = run / "events.jsonl"
+    data = bytearray(log.read_bytes())
+    data[-30] ^= 0x01  # inside the last line, which keeps its newline
+    log.write_bytes(bytes(data))
+    lines = bytes(data).count(b"\n")
+    result = replay(log, [Jobs()])
+    assert (result.corrupt_line, result.torn_bytes) == (lines, 0) and "checksum" in result.corrupt_reason
+    assert result.count == lines - 1 and log.read_bytes() == bytes(data)
+
+
 @pytest.mark.parametrize("n", [0, 1])
 def test_empty_and_tiny_logs(tmp_path: Path, n: int) -> None:
     run = tmp_path / f"r5-{n}"

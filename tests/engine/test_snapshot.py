@@ -177,7 +177,8 @@ async def test_concurrent_snapshots_never_leave_a_mangled_file(tmp_path: Path) -
     assert state_sizes == 96
     loaded = load_snapshot(tmp_path, all_projections())
     assert loaded is not None
-    assert sorted(os.listdir(tmp_path)) == ["events.jsonl", SNAPSHOT_NAME]  # no temp file left behind
+    # no temp file left behind (writer.lock is the run's writer lock, engine/writer_lock.py)
+    assert sorted(os.listdir(tmp_path)) == ["events.jsonl", SNAPSHOT_NAME, "writer.lock"]
     rt2 = Runtime(tmp_path, projections())
     try:
         assert rt2.state_hash() == live

@@ -56,7 +56,13 @@ class FakeInnerTrainer:
         if self.failure is not None:
             return JobResult(job_id=job.job_id, ok=False, failure=self.failure, detail="fake failure")
         return JobResult(
-            job_id=job.job_id, ok=True, pre=self.pre, post=self.post, train_seconds=self.seconds, timings={"train": 0.0}
+            job_id=job.job_id,
+            ok=True,
+            pre=self.pre,
+            post=self.post,
+            train_seconds=self.seconds,
+            timings={"train": 0.0},
+            sampling="fake: fixed scores, no model",
         )
 
 
@@ -100,5 +106,10 @@ class EvalScoringTrainer:
         (manifest,) = path.glob("*/manifest.json")
         data = json.loads(manifest.read_text())
         return JobResult(
-            job_id=job.job_id, ok=True, pre=0.0, post=data["tasks"] / 1000, detail=str(data["fingerprint"])
+            job_id=job.job_id,
+            ok=True,
+            pre=0.0,
+            post=data["tasks"] / 1000,
+            detail=str(data["fingerprint"]),
+            sampling="fake-eval: the package's task count / 1000, no model",
         )

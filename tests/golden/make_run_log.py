@@ -41,6 +41,7 @@ from engine.clock import ManualClock, rng_for
 from engine.log import Durability
 from engine.projection import Projection
 from engine.runtime import Runtime
+from engine.writer_lock import LOCK_NAME
 from events import (
     AgentTurnTaken,
     BaselineFrozen,
@@ -415,7 +416,7 @@ class World:
         self.sim.after(75, partial(self.trained, step, res.reservation_id, usd, tokens))
 
     async def trained(self, step: int, reservation: str, usd: float, tokens: int) -> None:
-        await self.gate.settle(reservation, usd, price_version=PRICES.label, note=f"train_tokens={tokens}")
+        await self.gate.settle(reservation, usd, price_version=PRICES.label, train_tokens=tokens)
         rng = self.rng(f"lora:{step}")
         rewards = [self.rt.state(RewardsProjection)[e.episode_id].reward for e in self.batches[step]]
         metrics = {
@@ -904,6 +905,8 @@ def generate(directory: Path) -> Path:
     if directory.exists():
         raise FileExistsError(f"{directory} exists: generate into a fresh directory")
     anyio.run(_write, directory)
+    # The writer lock (engine/writer_lock.py) is a live process's state, not part of the run's record.
+    (directory / LOCK_NAME).unlink(missing_ok=True)
     return directory
 
 

@@ -33,7 +33,9 @@ def test_committed_golden_run_equals_what_the_script_writes(tmp_path: Path, monk
 def test_golden_run_replays_with_every_reward_recomputing() -> None:
     result = replay(OUT / "events.jsonl", watch_projections(), verify=True)
     assert result.mismatches == []
-    assert result.verified == result.by_type["reward.computed"] > 0
+    assert result.by_type["reward.computed"] > 0
+    # every reward, and every settled cost (the training-cost deriver re-prices the kind "training" ones)
+    assert result.verified == result.by_type["reward.computed"] + result.by_type["cost.settled"]
     assert result.states["queue"].anomalies == 0 and result.states["fleet"].anomalies == 0
     assert result.states["run"].status == "finished:ok"
     # What the dashboard and report tests rely on being present.

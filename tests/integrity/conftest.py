@@ -1,16 +1,19 @@
-"""The red-team envs that need the real sandbox, validated once per session (two at a time), reports shared.
+"""The red-team envs, validated once per session (two at a time) through the real probe, reports shared.
 
-Each env tries one route to the hidden eval from inside the validation probe: regenerating the hidden set
-by importing ``families`` at run time (names built so the static scan cannot see them), reading the
-installation key from disk, calling the hidden scorer inside its reward, and training on lightly edited
-hidden items. Import-time routes skip the sandbox's verifiers pre-import (``preimport=False``) to keep the
-suite quick; the two that need ``load()`` or the reward pay it once each.
+``hostile`` is :mod:`.attack`'s env: every file, process, socket and key route at import time (names built at
+run time so that only the sandbox can stop them). Before it runs, the same code runs as a plain child of the
+test process (``control``), which must reach every target: a route whose target does not exist or is not
+reachable without the sandbox fails there, so no sandboxed assertion can pass vacuously. The others: calling
+the hidden scorer inside the reward, training on lightly edited hidden items. Import-time routes skip the
+sandbox's verifiers pre-import (``preimport=False``) to keep the suite quick.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,15 +22,17 @@ from typing import Any
 
 import pytest
 
-from adapters.probe import ProbeLimits, ProbeValidator, detect_isolation
+from adapters.probe import ProbeLimits, ProbeValidator
 from families import get_family, hidden_tasks
 from families.spec import load_spec
 from handlers.ports.validator import ProbeReport
+from tests.adapters.prime_rl.conftest import eval_pkg_root  # noqa: F401  (the fixture, for test_redteam_pod)
 from tests.adapters.probe import scenarios as sc
+from tests.adapters.probe.scenarios import probe_result
 
-HAS_BWRAP = detect_isolation().mode == "bwrap"
-needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed (apt-get install -y bubblewrap)")
-EARLY = ProbeLimits(import_s=8, wall_s=60)
+from .attack import FAKE_SECRET, Host, Seen, attack_code, new_tag, run_control
+
+EARLY = ProbeLimits(import_s=40, wall_s=90)
 FULL = ProbeLimits(import_s=20, load_s=20, tools_s=20, rubric_s=20)
 
 
@@ -36,57 +41,10 @@ class Attempt:
     report: ProbeReport
     workspace: Path
     seconds: float
+    seen: Seen | None = None  # the hostile env's outcomes (set by the fixture)
 
     def check(self, name: str) -> Any:
         return next(c for c in self.report.checks if c.name == name)
-
-
-def _result_code(tries: dict[str, str]) -> str:
-    """Import-time code that runs each attempt and raises what it achieved (see scenarios.probe_result)."""
-    lines = [
-        "import importlib as _il, json as _j, os as _os, sys as _sys",
-        "_r = {}",
-        "def _try(name, fn):",
-        "    try:",
-        "        _r[name] = 'OK:' + repr(fn())[:200]",
-        "    except BaseException as e:",
-        "        _r[name] = 'ERR:' + type(e).__name__ + ':' + str(e)[:80]",
-    ]
-    lines += [f"_try({name!r}, lambda: {expr})" for name, expr in tries.items()]
-    lines.append("raise RuntimeError('PROBE-RESULT ' + _j.dumps(_r))")
-    return "\n".join(lines) + "\n"
-
-
-def _split(path: Path) -> str:
-    """A path as an expression the static scan cannot read as a literal (the sandbox must stop it)."""
-    return " + ".join(repr(part) for part in ("/", *str(path).lstrip("/").split("/", 1)))
-
-
-def regen_hidden_code() -> str:
-    project = sc.PROJECT
-    return _result_code(
-        {
-            "import_families": "_il.import_module('fam' + 'ilies').__file__",
-            "with_project_path": (
-                f"(_sys.path.insert(0, {_split(project)}), "
-                "_sys.meta_path.__setitem__(slice(None), "
-                "[f for f in _sys.meta_path if type(f).__name__ != '_Hidden']), "
-                "_il.import_module('fam' + 'ilies').hidden_tasks)[2]"
-            ),
-            "read_generator": f"open({_split(project / 'families' / '_splits.py')}).read(40)",
-        }
-    )
-
-
-def read_key_code(real_key: Path, default_key: Path) -> str:
-    return _result_code(
-        {
-            "env_var": "_os.environ.get('AIT_EVAL_' + 'KEY_FILE', 'unset')",
-            "real_key": f"open({_split(real_key)}).read()",
-            "default_key": f"open({_split(default_key)}).read()",
-            "home_key": "open(_os.path.expanduser('~/.config/ait/eval.key')).read()",
-        }
-    )
 
 
 RUBRIC_SCORER = {
@@ -124,12 +82,7 @@ def edited(prompt: str) -> str:
 Scenario = tuple[str, Path, ProbeLimits, bool]
 
 
-def _scenarios(tmp: Path) -> list[Scenario]:
-    real_key = Path(os.environ["AIT_EVAL_KEY_FILE"]).resolve()
-    default_key = tmp / "home" / ".config" / "ait" / "eval.key"  # a key outside the repository, as installed
-    default_key.parent.mkdir(parents=True)
-    default_key.write_text("ab" * 32 + "\n")
-    default_key.chmod(0o600)
+def _scenarios(tmp: Path, host: Host, tag: str) -> list[Scenario]:
     hidden = hidden_tasks(get_family("calc_chain"))
     leaked = [(edited(t.prompt), t.answer) for t in hidden[:10]]
 
@@ -137,8 +90,7 @@ def _scenarios(tmp: Path) -> list[Scenario]:
         return sc.make_workspace(tmp, name, **kw)
 
     return [
-        ("regen_hidden", ws("regen_hidden", prelude=regen_hidden_code(), early=True), EARLY, False),
-        ("read_key", ws("read_key", prelude=read_key_code(real_key, default_key), early=True), EARLY, False),
+        ("hostile", ws("hostile", prelude=attack_code(host.targets(tag), finish="raise"), early=True), EARLY, False),
         ("rubric_scorer", ws("rubric_scorer", replace=RUBRIC_SCORER), FULL, True),
         ("near_dup", ws("near_dup", replace=near_dup_env(leaked)), FULL, True),
     ]
@@ -159,6 +111,53 @@ async def _run_all(scenarios: list[Scenario]) -> dict[str, Attempt]:
     return runs
 
 
+@dataclass
+class Hostile:
+    """The engine side of the hostile env: its targets, the control run (no sandbox) and the probe's tag."""
+
+    host: Host
+    control: Seen
+    probe_tag: str
+
+
 @pytest.fixture(scope="session")
-def redteam_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Attempt]]:
-    yield asyncio.run(_run_all(_scenarios(tmp_path_factory.mktemp("redteam"))))
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    # Not under /tmp: the sandbox's private /tmp would hide it whatever else it does.
+    root = Path(tempfile.mkdtemp(prefix="ait-redteam-host-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    h = Host(root)
+    yield h
+    h.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hostile(host: Host) -> Iterator[Hostile]:
+    """The control run: the attack without any sandbox (its daemon's late write included)."""
+    tag = new_tag("control")
+    before = len(host.connections)
+    got = run_control(host, tag)
+    time.sleep(2.0)  # the daemon writes 1 s after its parent is gone
+    control = Seen(got, host.written(tag), len(host.connections) - before, host.targets(tag))
+    host.cleanup(tag)
+    yield Hostile(host, control, new_tag("probe"))
+
+
+@pytest.fixture(scope="session")
+def redteam_runs(tmp_path_factory: pytest.TempPathFactory, hostile: Hostile) -> Iterator[dict[str, Attempt]]:
+    saved = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = FAKE_SECRET  # the engine holds an API key; the sandbox must never see it
+    before = len(hostile.host.connections)
+    try:
+        runs = asyncio.run(_run_all(_scenarios(tmp_path_factory.mktemp("redteam"), hostile.host, hostile.probe_tag)))
+    finally:
+        if saved is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = saved
+    time.sleep(2.0)  # a surviving daemon would have written by now
+    host, tag = hostile.host, hostile.probe_tag
+    detail = runs["hostile"].check("env_import").detail
+    got = probe_result(detail) if "PROBE-RESULT " in detail else {}
+    runs["hostile"].seen = Seen(got, host.written(tag), len(host.connections) - before, host.targets(tag))
+    yield runs
+    host.cleanup(tag)

@@ -13,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.probe import scan_env
-from adapters.probe._contamination import near_duplicates
-from adapters.probe._tasks import hidden_matches, hidden_shingles
-from families import HIDDEN_SIZE, Task, dev_tasks, fingerprint, get_family, hidden_tasks
-from families._family import FamilyBase
+from adapters.probe import hidden_matches, hidden_shingles, near_duplicates, scan_env
+from families import HIDDEN_SIZE, FamilyBase, Task, dev_tasks, fingerprint, get_family, hidden_tasks
 
 FAMILY = "calc_chain"
 

@@ -1,46 +1,69 @@
-"""Red team, env routes (real sandboxed probe): each attempt is stopped or detected, with the reason in the report.
+"""Red team, env routes through the real validation probe: each is reached without the sandbox and stopped in it.
 
-What a stopped route leaves behind is a rejected submission (``submission.rejected`` carries these checks), so
-no job runs and no score is recorded from it.
+Each route test first asserts that the control run (the same code as a plain child of the engine, no
+sandbox) reached its target, then that the run inside the probe did not. What a stopped route leaves behind
+is a rejected submission (``submission.rejected`` carries these checks), so no job runs and no score is
+recorded from it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from tests.adapters.probe.scenarios import probe_result
+from families import get_family, hidden_tasks
 
-from .conftest import Attempt, needs_bwrap
+from .attack import ROUTES, contained, reached
+from .conftest import Attempt, Hostile
+
+PROBE_NPROC = 64  # ProbeLimits.nproc
 
 
-def _outcomes(run: Attempt) -> dict[str, str]:
-    return probe_result(run.check("env_import").detail)
+@pytest.fixture(scope="module")
+def hidden_prompt() -> str:
+    return hidden_tasks(get_family("calc_chain"))[0].prompt
 
 
-@needs_bwrap
-def test_importing_families_to_regenerate_the_hidden_set_fails_in_the_sandbox(redteam_runs: dict[str, Attempt]) -> None:
-    run = redteam_runs["regen_hidden"]
-    got = _outcomes(run)
-    assert got["import_families"].startswith("ERR:ModuleNotFoundError")
-    assert got["with_project_path"].startswith("ERR:ModuleNotFoundError")  # the project is not mounted at all
-    assert got["read_generator"].startswith("ERR:FileNotFoundError")
+@pytest.mark.parametrize("route", ROUTES)
+def test_route_is_reachable_without_the_sandbox_and_stopped_in_the_probe(
+    route: str, hostile: Hostile, redteam_runs: dict[str, Attempt], hidden_prompt: str
+) -> None:
+    assert reached(route, hostile.control, hidden_prompt), (route, hostile.control.got[route])
+    seen = redteam_runs["hostile"].seen
+    assert seen is not None and seen.got, redteam_runs["hostile"].check("env_import").detail
+    assert contained(route, seen, hidden_prompt, nproc=PROBE_NPROC), (route, seen.got[route], seen.written)
+
+
+def test_the_hostile_env_runs_as_an_unprivileged_uid_under_bubblewrap(redteam_runs: dict[str, Attempt]) -> None:
+    run = redteam_runs["hostile"]
+    iso = run.report.isolation
+    assert iso.startswith("bwrap(") and "UNSAFE" not in iso and "weaker" not in iso, iso
+    if os.geteuid() == 0:
+        match = re.search(r"\buid (\d+)\b", iso)
+        assert match and int(match.group(1)) != 0, iso
+        uid = int(match.group(1))
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) == uid]
+        assert left == [], f"processes of the sandbox uid {uid} survived (the setsid daemon?): {left}"
     assert not run.report.ok and not run.check("env_import").ok
 
 
-@needs_bwrap
-def test_the_installation_key_cannot_be_read_from_the_sandbox(redteam_runs: dict[str, Attempt]) -> None:
-    run = redteam_runs["read_key"]
-    got = _outcomes(run)
-    assert got["env_var"] == "OK:'unset'"  # the engine's environment is not passed on
-    for route in ("real_key", "default_key", "home_key"):
-        assert got[route].startswith("ERR:FileNotFoundError"), (route, got[route])
+def _owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def test_the_key_never_reaches_the_report(redteam_runs: dict[str, Attempt]) -> None:
     text = Path(os.environ["AIT_EVAL_KEY_FILE"]).read_text()
     key_line = next(ln for ln in text.splitlines() if not ln.startswith("#"))
-    assert key_line.strip() not in msgspec.json.encode(run.report).decode()
-    assert not run.report.ok
+    assert key_line.strip()
+    for run in redteam_runs.values():
+        assert key_line.strip() not in msgspec.json.encode(run.report).decode()
 
 
 def test_calling_the_hidden_scorer_in_the_reward_is_blocked(redteam_runs: dict[str, Attempt]) -> None:

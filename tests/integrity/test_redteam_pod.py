@@ -207,3 +207,88 @@ def test_a_helper_that_scrubs_its_environment_cannot_leave_a_subreaper_agents_tr
         outcomes[adopt] = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcomes["1"] == {"marked": False, "written": False}  # invisible to the marker, killed all the same
     assert outcomes["0"] == {"marked": False, "written": True}  # without the subreaper it would have escaped
+
+
+# --- GPU pods: training on a uid of its own, scoring on the agent's -----------------------------------------
+
+
+def _interpreter_for_any_uid() -> str:
+    """The stand-ins need only the standard library: this venv's Python if any uid can run it, else the system's."""
+    from adapters.sandbox import traversable
+
+    own = Path(sys.executable).resolve()
+    if traversable(own.parent) and traversable(Path(sys.prefix).resolve()):
+        return sys.executable
+    return "/usr/bin/python3"  # pyenv under a root-only /root (this project's machines): the system's 3.11
+
+
+def _read_as(uid: int, path: Path) -> str:
+    import subprocess
+
+    code = "import sys; print(open(sys.argv[1]).read()[:20])"
+    done = subprocess.run(
+        ["/usr/bin/python3", "-c", code, str(path)], user=uid, group=uid, extra_groups=[], capture_output=True
+    )
+    return "OK" if done.returncode == 0 else done.stderr.decode().strip().splitlines()[-1]
+
+
+async def test_gpu_training_runs_on_its_own_uid_which_cannot_read_the_eval_package(eval_pkg_root: Path) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    import msgspec
+
+    from adapters.prime_rl.runner import PrimeRLRunner
+    from adapters.sandbox import fresh_uid, processes_of
+    from handlers.ports.inner_trainer import JobBundle
+    from tests.adapters.prime_rl.conftest import STANDINS, Recorder, SkillScorer, make_bundle, standin_settings
+
+    assert os.geteuid() == 0, "a pod agent runs as root; so does CI"
+    root = Path(tempfile.mkdtemp(prefix="ait-gpu-uid-", dir="/var/tmp"))
+    os.chmod(root, 0o755)  # only the eval package's own 0700 may keep the training uid out
+    try:
+        uid = fresh_uid()
+        site = root / "site"
+        site.mkdir()
+        os.chown(site, uid, uid)  # stands for prime-rl's venv, which the install writes into
+        py = _interpreter_for_any_uid()
+        s = standin_settings(root, mode="straggler", env={"STANDIN_SITE": str(site)})
+        s = msgspec.structs.replace(
+            s,
+            train_uid=uid,
+            install_command=(py, str(STANDINS / "uv.py"), "pip", "install", "--no-deps", "-e", "{env_dir}"),
+            rl_command=(py, str(STANDINS / "rl.py")),
+        )
+        bundle = make_bundle(root)
+        seen: dict[str, object] = {}
+
+        async def source(job: JobBundle) -> Path:
+            # The pod agent's layout: the package arrives after training, into a fresh 0700 directory.
+            seen["alive"] = processes_of(uid)
+            target = root / "evals" / job.job_id
+            target.parent.mkdir()
+            shutil.copytree(eval_pkg_root / "ait-eval-calc-chain", target / "ait-eval-calc-chain")
+            for p in target.rglob("*"):  # readable inside: the directory's 0700 is the only barrier
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            target.chmod(0o700)
+            files = sorted(p for p in target.rglob("*.py") if p.is_file())
+            seen["as_train_uid"] = _read_as(uid, files[0])
+            seen["as_root"] = _read_as(0, files[0])
+            target.chmod(0o755)  # control: without the 0700 the training uid could read it
+            seen["open_as_train_uid"] = _read_as(uid, files[0])
+            target.chmod(0o700)
+            return target / "ait-eval-calc-chain"
+
+        scorer = SkillScorer()
+        result = await PrimeRLRunner(s, scorer=scorer, eval_source=source).run(bundle, Recorder())
+        assert result.ok, result.detail
+        run_files = [p for p in (Path(s.work_root) / bundle.job_id / "train").rglob("metrics.jsonl")]
+        assert run_files and all(p.stat().st_uid == uid for p in run_files)  # written by training, as its uid
+        assert result.metrics.get("stragglers_killed") == 1.0  # the straggler (of the uid) was killed first
+        assert seen["alive"] == []  # when the package was asked for, no process of the training uid was left
+        assert seen["as_root"] == "OK" and seen["open_as_train_uid"] == "OK"
+        assert "PermissionError" in str(seen["as_train_uid"]), seen
+        assert scorer.calls and os.geteuid() != uid  # scoring ran here, on the agent's uid
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

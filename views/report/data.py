@@ -111,6 +111,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     jobs: list[JobStats]
     holdout: list[HoldoutRow]
     episodes_by_status: dict[str, int]
+    unsafe_sandbox: str = ""  # the run's --unsafe-no-sandbox opt-in, if any (see run.sandbox_opted_out)
     outcomes: dict[str, int]
     spend_by_kind: dict[str, float]
     spend_usd: float
@@ -120,6 +121,11 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     pods_lost: int
     requeues: int
     scored: list[RewardComputed]  # training episodes whose job was scored (post and uplift)
+    inner_trainer: str = ""  # from run.wiring ("": a run recorded before it existed)
+    learner_backend: str = ""
+    provider: str = ""
+    standin: bool = False  # inner scores made up (stand-in trainer / sim agents): nothing real was measured
+    capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
     # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
     episodes: list[EpisodeDetail] = []
 
@@ -320,6 +326,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         jobs=jobs,
         holdout=_holdout(episodes, rewards, queue, accounts),
         episodes_by_status=dict(sorted(st["run"].episodes_finished.items())),
+        unsafe_sandbox=st["run"].unsafe_sandbox,
         outcomes=breakdown(rewards.values()).outcomes,
         spend_by_kind={k: v / 1_000_000 for k, v in sorted(budget.settled_by_kind.items())},
         spend_usd=budget.settled / 1_000_000,
@@ -331,6 +338,11 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         # A run without outer steps (an `ait episode` run) has no batches: every scored episode counts.
         scored=[r for e, r in sorted(rewards.items()) if (e in training or not steps) and r.outcome == "scored"],
         episodes=[] if steps else _details(episodes, rewards, st.get("job_curves", {})),
+        inner_trainer=st["run"].inner_trainer,
+        learner_backend=st["run"].learner_backend,
+        provider=st["run"].provider,
+        standin=st["run"].standin,
+        capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
     )
 
 

@@ -43,17 +43,27 @@ def _overview(d: ReportData) -> list[str]:
     ok = sum(1 for j in ended if j.status == "succeeded")
     kinds = ", ".join(f"{k} {format_usd(v, places=2)}" for k, v in d.spend_by_kind.items())
     trend = f"{d.steps[0].reward:+.3f} → {d.steps[-1].reward:+.3f}" if d.steps else "-"
+    unknown = "(not recorded)"
     rows = [
+        ["inner trainer", (d.inner_trainer or unknown) + (" (STAND-IN: made-up scores)" if d.standin else "")],
+        [
+            "learner backend",
+            (d.learner_backend or unknown) + (" (learns nothing)" if d.learner_backend == "offline" else ""),
+        ],
+        ["provider", d.provider or unknown],
         ["status", d.status],
         ["events", format_count(d.events)],
         ["span (UTC)", span],
         ["seed", str(d.seed)],
         ["episodes finished", f"{eps} ({statuses})" if eps else "0"],
+        ["capped episodes", f"{d.capped} (ended by the run or global budget cap; left out of the batches)"],
         ["outer steps collected", str(len(d.steps))],
         ["inner jobs", f"{len(d.jobs)} queued; {ok} succeeded, {len(ended) - ok} failed; {d.requeues} requeued"],
         ["spend", f"{format_usd(d.spend_usd, places=2)} ({kinds})" if kinds else format_usd(d.spend_usd, places=2)],
         ["mean reward, first → last step", trend],
     ]
+    if d.unsafe_sandbox:
+        rows.insert(1, ["sandbox", f"**UNSAFE: agent code ran without bubblewrap**, {d.unsafe_sandbox}"])
     return _table(["", ""], rows, "ll")
 
 

@@ -47,6 +47,8 @@ def _header(v: DashboardView) -> RenderableType:
         t.append(f" ({format_duration(v.last_ts - v.first_ts)})")
     if v.age_s is not None:
         t.append(f"  ·  last event {format_duration(v.age_s)} ago", style="dim")
+    if v.unsafe_sandbox:
+        t.append(f"\nUNSAFE: agent code without bubblewrap ({v.unsafe_sandbox})", style="bold red")
     return t
 
 

@@ -109,6 +109,7 @@ class ErrorRow(msgspec.Struct, frozen=True, kw_only=True):
 class DashboardView(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     status: str
+    unsafe_sandbox: str = ""  # the run's --unsafe-no-sandbox opt-in, if any
     events: int
     first_ts: float | None
     last_ts: float | None
@@ -285,6 +286,7 @@ def build_view(
     return DashboardView(
         run_id=run.run_id,
         status=run.status,
+        unsafe_sandbox=run.unsafe_sandbox,
         events=events,
         first_ts=first_ts,
         last_ts=last_ts,

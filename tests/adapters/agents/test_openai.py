@@ -52,7 +52,7 @@ def test_parses_tool_calls_and_usage() -> None:
 
     reply = anyio.run(_policy(handler).next_turn, [{"role": "user", "content": "hi"}], [{"type": "function"}])
     assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("c1", "read_file", '{"path": "x"}')]
-    assert (reply.input_tokens, reply.cached_input_tokens, reply.output_tokens) == (20, 100, 30)
+    assert (reply.input_tokens, reply.cached_input_tokens, reply.output_tokens) == (120, 100, 30)
     assert seen[0]["model"] == "gpt-4.1-mini" and seen[0]["tools"] == [{"type": "function"}]
 
 

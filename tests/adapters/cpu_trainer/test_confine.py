@@ -13,7 +13,8 @@ import pytest
 
 from adapters.cpu_trainer._confine import make_root, prepare_launch
 from adapters.probe import IsolationPlan
-from families._key import ENV_VAR, SEAL_VAR
+from families import EVAL_KEY_ENV as ENV_VAR
+from families import EVAL_KEY_SEAL_ENV as SEAL_VAR
 
 ROOT = Path(__file__).resolve().parents[3]
 CKPT = ROOT / "fixtures" / "tiny" / "tiny-0.6b"

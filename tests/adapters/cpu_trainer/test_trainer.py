@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from handlers.ports.inner_trainer import JobBundle, Progress
+from handlers.ports.inner_trainer import InnerTrainer, JobBundle, Progress
+from tests.contracts.inner_trainer_contract import InnerTrainerContract, Outcome, run_job
 
 pytest.importorskip("verifiers.v1")
 
@@ -47,16 +48,15 @@ def bundle(
     return JobBundle(job_id="job-1", family="calc_chain", root=str(tmp_path))
 
 
-async def test_a_job_runs_pre_score_training_post_score_with_progress_and_timings(
-    tmp_path: Path, random_checkpoint: Path
-) -> None:
-    seen: list[Progress] = []
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory, random_checkpoint: Path) -> Outcome:
+    """The one training job of this module, shared by the test below and the port contract (the expensive part
+    is starting the confined training child)."""
+    return run_job(CpuTrainer(eval_limit=8), bundle(tmp_path_factory.mktemp("job"), str(random_checkpoint)))
 
-    async def progress(p: Progress) -> None:
-        seen.append(p)
 
-    trainer = CpuTrainer(eval_limit=8)
-    result = await trainer.run(bundle(tmp_path, str(random_checkpoint)), progress)
+def test_a_job_runs_pre_score_training_post_score_with_progress_and_timings(reference_run: Outcome) -> None:
+    result, seen = reference_run.result, reference_run.progress
     assert result.ok, result.detail
     assert result.pre is not None and result.post is not None and 0.0 <= result.pre <= 1.0
     assert {"setup", "pre_score", "rollouts", "learning", "post_score", "total"} <= set(result.timings)
@@ -71,6 +71,25 @@ async def test_a_job_runs_pre_score_training_post_score_with_progress_and_timing
     assert result.isolation in ("bwrap", "unshare", "none")
     assert f"training isolation: {result.isolation}" in result.detail
     assert result.timings["train_setup"] > 0
+
+
+class TestCpuTrainerContract(InnerTrainerContract):
+    """The inner-trainer port's contract, on the job above."""
+
+    def make_trainer(self, tmp: Path, request: pytest.FixtureRequest) -> InnerTrainer:
+        return CpuTrainer(eval_limit=8)
+
+    def good_bundle(self, tmp: Path, request: pytest.FixtureRequest) -> JobBundle:
+        return bundle(tmp, str(request.getfixturevalue("random_checkpoint")))
+
+    def bad_bundle(self, tmp: Path, request: pytest.FixtureRequest) -> JobBundle:
+        (tmp / "job.toml").write_text("[prime_rl]\nmodel = 3\n")
+        return JobBundle(job_id="job-bad", family="calc_chain", root=str(tmp))
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def ok_run(cls, reference_run: Outcome) -> Outcome:  # the same job as good_bundle's: trained once
+        return reference_run
 
 
 async def noop(p: Progress) -> None:

@@ -34,7 +34,7 @@ def sse_events(body: str) -> list[Any]:
 
 
 async def post(server: OpenAIServer, body: Any, **kw: Any) -> httpx.Response:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30.0) as client:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
         return await client.post(f"{server.base_url}/chat/completions", content=content, **kw)
 
@@ -172,7 +172,7 @@ async def test_requests_are_recorded_without_headers() -> None:
 async def test_path_without_v1_models_and_health() -> None:
     async with OpenAIServer(ScriptedPolicy(["a"]), model_name="tiny") as server:
         root = f"http://{server.host}:{server.port}"
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(timeout=30.0) as client:
             bare = await client.post(f"{root}/chat/completions", json={"model": "m", "messages": USER})
             models = (await client.get(f"{server.base_url}/models")).json()
             health = await client.get(f"{root}/health")

@@ -36,6 +36,16 @@ def test_make_trainer_uses_the_bootstrap_layout(monkeypatch: pytest.MonkeyPatch)
         make_trainer({})
 
 
+def test_the_training_uid_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert make_trainer({}).settings.train_uid is None
+    assert make_trainer({"train_uid": "61234"}).settings.train_uid == 61234
+    auto = make_trainer({"train_uid": "auto"}).settings.train_uid
+    assert auto is not None and auto > 1000
+    with pytest.raises(ValueError, match="train_uid='0'; expected none, auto or a uid above 0"):
+        make_trainer({"train_uid": "0"})
+
+
 async def test_hidden_package_is_built_into_the_jobs_scoring_dir(tmp_path: Path) -> None:
     source = hidden_package_source(tmp_path)
     path = await source(JobBundle(job_id="j9", family="calc_chain", root=str(tmp_path / "b")))

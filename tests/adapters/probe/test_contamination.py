@@ -55,6 +55,7 @@ def test_twenty_thousand_tasks_take_under_a_few_seconds() -> None:
     base = [family.generate("train", s) for s in range(500)]
     items = [{"prompt": t.prompt, "answer": t.answer} for t in base] * 40
     index = hidden_shingles("triage")
-    started = time.monotonic()
+    # CPU time of this process, not wall time: a busy machine must not fail a check of the algorithm's cost
+    started = time.process_time()
     near_duplicates(index, items)
-    assert time.monotonic() - started < 5.0
+    assert time.process_time() - started < 5.0

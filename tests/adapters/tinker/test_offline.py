@@ -10,25 +10,9 @@ from typing import Any
 import pytest
 
 from adapters.tinker.offline import OfflineLearner, OfflinePolicy, render_tokens
-from handlers.ports.policy import AgentReply, ToolCall
 from handlers.training import DatumSpec, trajectory_to_datums
 from handlers.training.episodes import turn_from_training
-
-
-class Echo:
-    name = "echo"
-    model = "echo"
-
-    def __init__(self) -> None:
-        self.turn = 0
-
-    def skip_to(self, turn: int) -> None:
-        self.turn = turn
-
-    async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentReply:
-        self.turn += 1
-        call = ToolCall(id=f"c{self.turn}", name="list_files", arguments="{}")
-        return AgentReply(content=f"turn {self.turn}", tool_calls=[call])
+from tests.fakes.policy import FakePolicy
 
 
 def _datum(n: int) -> DatumSpec:
@@ -66,7 +50,7 @@ async def test_policy_turns_extend_their_prompts_into_one_datum() -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     turns, versions = [], set()
     for version in (0, 3):
-        policy = OfflinePolicy(Echo(), sampler_version=version)
+        policy = OfflinePolicy(FakePolicy(), sampler_version=version)
         convo = list(messages)
         got = []
         for _ in range(3):

@@ -11,22 +11,9 @@ from events.learning import (
     LoRAStepApplied,
     SamplerPublished,
 )
-from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, StepOutcome, parse_config
+from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, parse_config
+from tests.fakes.learner import FakeLearner
 from tests.fakes.outer import fake_episode_runner
-
-
-class SlowLearner:
-    def __init__(self, delay):
-        self.delay = delay
-        self.n = 0
-
-    async def train_step(self, datums, *, loss_fn, loss_fn_config, learning_rate):
-        await asyncio.sleep(self.delay)
-        self.n += 1
-        return StepOutcome(metrics={"loss:sum": 0.0})
-
-    async def save(self, name, *, with_state):
-        return (f"tinker://s/{name}", f"tinker://w/{name}")
 
 
 def make_runner(seed, tail_prob, started):
@@ -45,7 +32,9 @@ async def test_async_loop_invariants(seed, k, tail):
         {"group_size": 2, "tasks_per_batch": 3, "episode_concurrency": 8, "max_steps_off_policy": k, "seed": seed}
     )
     started = []
-    loop = OuterLoop(config=cfg, learner=SlowLearner(0.003), run_episode=make_runner(seed, tail, started), emit=emit)
+    loop = OuterLoop(
+        config=cfg, learner=FakeLearner(delay=0.003), run_episode=make_runner(seed, tail, started), emit=emit
+    )
     assert await asyncio.wait_for(loop.run(max_steps=6), 20) == 6
 
     applied = [e for e in events if isinstance(e, LoRAStepApplied)]
@@ -86,7 +75,7 @@ async def test_one_straggler_does_not_gate_a_batch():
         )
 
     cfg = parse_config({"group_size": 2, "tasks_per_batch": 2, "episode_concurrency": 8})
-    loop = OuterLoop(config=cfg, learner=SlowLearner(0.0), run_episode=run_episode, emit=emit)
+    loop = OuterLoop(config=cfg, learner=FakeLearner(delay=0.0), run_episode=run_episode, emit=emit)
     assert await asyncio.wait_for(loop.run(max_steps=3), 10) == 3  # and the straggler was cancelled
 
 
@@ -98,7 +87,7 @@ async def test_episode_error_propagates():
         raise RuntimeError("boom")
 
     cfg = parse_config({"group_size": 2, "tasks_per_batch": 1, "episode_concurrency": 2})
-    loop = OuterLoop(config=cfg, learner=SlowLearner(0.0), run_episode=run_episode, emit=emit)
+    loop = OuterLoop(config=cfg, learner=FakeLearner(delay=0.0), run_episode=run_episode, emit=emit)
     with pytest.raises(ExceptionGroup):
         await asyncio.wait_for(loop.run(max_steps=1), 10)
 

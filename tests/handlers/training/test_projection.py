@@ -11,19 +11,11 @@ from hypothesis import strategies as st
 
 from events import Recorded
 from events.learning import BatchCollected, EpisodeStaleDiscarded, GroupStarted, LoRAStepApplied, SamplerPublished
-from handlers.training import OuterLoop, StepOutcome, parse_config
+from handlers.training import OuterLoop, parse_config
 from handlers.training.batch import TaskRef
 from handlers.training.projection import TrainingProjection, TrainingState, open_groups
+from tests.fakes.learner import FakeLearner
 from tests.fakes.outer import Started, fake_episode_runner
-
-
-class Learner:
-    async def train_step(self, datums, *, loss_fn, loss_fn_config, learning_rate):
-        await asyncio.sleep(0)
-        return StepOutcome(metrics={"loss:sum": 0.0})
-
-    async def save(self, name, *, with_state):
-        return (f"s/{name}", f"w/{name}")
 
 
 def fold(events: list[object]) -> TrainingState:
@@ -58,7 +50,7 @@ def test_projection_matches_the_live_loop(seed: int, k: int, steps: int) -> None
         {"group_size": 2, "tasks_per_batch": 2, "episode_concurrency": 6, "max_steps_off_policy": k, "seed": seed}
     )
     started: list[tuple[str, str, int, str]] = []
-    loop = OuterLoop(config=cfg, learner=Learner(), run_episode=runner(seed, started), emit=emit)
+    loop = OuterLoop(config=cfg, learner=FakeLearner(prefix=""), run_episode=runner(seed, started), emit=emit)
     asyncio.run(asyncio.wait_for(loop.run(max_steps=steps), 20))
     s = fold(events)
     assert s.step == loop.step == steps
@@ -89,12 +81,13 @@ async def test_a_loop_resumed_from_the_log_continues_without_repeating_ids() -> 
     cfg = parse_config({"group_size": 2, "tasks_per_batch": 2, "episode_concurrency": 6, "max_steps_off_policy": 1})
     first: list[tuple[str, str, int, str]] = []
     await asyncio.wait_for(
-        OuterLoop(config=cfg, learner=Learner(), run_episode=runner(1, first), emit=emit).run(max_steps=2), 20
+        OuterLoop(config=cfg, learner=FakeLearner(prefix=""), run_episode=runner(1, first), emit=emit).run(max_steps=2),
+        20,
     )
     state = fold(events)
     reopened = open_groups(state)  # groups still running when the first process stopped
     second: list[tuple[str, str, int, str]] = []
-    loop = OuterLoop(config=cfg, learner=Learner(), run_episode=runner(2, second), emit=emit, state=state)
+    loop = OuterLoop(config=cfg, learner=FakeLearner(prefix=""), run_episode=runner(2, second), emit=emit, state=state)
     assert await asyncio.wait_for(loop.run(max_steps=4), 20) == 4
     # re-launched groups ran with their recorded ids and sampler; new ids start past every old one
     relaunched = {(i, g.sampler_version, g.sampler_path) for g in reopened for i in g.episode_ids}
@@ -116,7 +109,7 @@ async def test_a_step_applied_but_not_published_is_published_on_resume() -> None
         events.append(body)
 
     cfg = parse_config({"group_size": 2, "tasks_per_batch": 1, "episode_concurrency": 2})
-    await OuterLoop(config=cfg, learner=Learner(), run_episode=runner(0, []), emit=emit).run(max_steps=1)
+    await OuterLoop(config=cfg, learner=FakeLearner(prefix=""), run_episode=runner(0, []), emit=emit).run(max_steps=1)
     cut = next(i for i, e in enumerate(events) if isinstance(e, SamplerPublished))
     state = fold(events[:cut])  # the crash came between lora.step_applied and sampler.published
     assert state.step == 1 and state.sampler_version == 0
@@ -125,7 +118,7 @@ async def test_a_step_applied_but_not_published_is_published_on_resume() -> None
     async def emit2(body: object) -> None:
         more.append(body)
 
-    loop = OuterLoop(config=cfg, learner=Learner(), run_episode=runner(0, []), emit=emit2, state=state)
+    loop = OuterLoop(config=cfg, learner=FakeLearner(prefix=""), run_episode=runner(0, []), emit=emit2, state=state)
     assert await loop.run(max_steps=1) == 1
     assert more == [SamplerPublished(sampler_version=1, path="w/step_000001", step=0)]
 

@@ -7,11 +7,11 @@ from handlers.training import (
     EpisodeGroup,
     FinishedEpisode,
     SampledTurn,
-    StepOutcome,
     learner_step,
     parse_config,
     split_by_staleness,
 )
+from tests.fakes.learner import FakeLearner
 
 
 def group(task, version, rewards):
@@ -26,20 +26,6 @@ def group(task, version, rewards):
         for i, r in enumerate(rewards)
     ]
     return EpisodeGroup(task_id=task, episodes=eps)
-
-
-class RecordingLearner:
-    def __init__(self):
-        self.steps = []
-        self.saves = []
-
-    async def train_step(self, datums, *, loss_fn, loss_fn_config, learning_rate):
-        self.steps.append((list(datums), loss_fn, loss_fn_config, learning_rate))
-        return StepOutcome(metrics={"loss:sum": 1.5})
-
-    async def save(self, name, *, with_state):
-        self.saves.append((name, with_state))
-        return (f"tinker://s/{name}" if with_state else "", f"tinker://w/{name}")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +60,7 @@ async def test_step_trains_fresh_groups_and_requeues_stale():
         events.append(body)
 
     cfg = parse_config({"loss_fn": "ppo", "max_steps_off_policy": 2, "learning_rate": 1e-4})
-    learner = RecordingLearner()
+    learner = FakeLearner(loss=1.5)
     res = await learner_step(
         learner,
         [group("a", 3, [1.0, 0.0]), group("b", 0, [0.5, 0.5]), group("c", 2, [0.0, 0.0, 1.0])],
@@ -106,7 +92,7 @@ async def test_all_stale_means_no_step():
     async def emit(body):
         events.append(body)
 
-    learner = RecordingLearner()
+    learner = FakeLearner(loss=1.5)
     res = await learner_step(learner, [group("a", 0, [1, 0])], step=5, config=parse_config({}), emit=emit)
     assert res.applied is None and res.requeued_task_ids == ["a"]
     assert learner.steps == [] and all(isinstance(e, EpisodeStaleDiscarded) for e in events)
@@ -116,7 +102,7 @@ async def test_save_every_controls_state_checkpoints():
     async def emit(body):
         pass
 
-    learner = RecordingLearner()
+    learner = FakeLearner(loss=1.5)
     cfg = parse_config({"save_every": 2})
     for s in range(4):
         await learner_step(learner, [group("a", s, [1, 0])], step=s, config=cfg, emit=emit)

@@ -1,15 +1,17 @@
-"""The bubblewrap command line: exactly what the sandboxed child sees of the host.
+"""The bubblewrap command line: exactly what a sandboxed child sees of the host.
 
 Read-only: the system directories (``/usr`` and its links), a few ``/etc`` files, the Python installation
-and the venv, the trusted driver and the copy of the workspace. Writable: a size-capped tmpfs HOME and
-``/tmp``. Nothing else of the host exists inside: not the project tree (so not ``families``), not the run
-directories, not the installation key, not the real workspace. Project packages that an install placed
+and the venv, and what the caller binds (the probe: its driver and the copy of the workspace). Writable: a
+size-capped ``/tmp`` and what the caller binds read-write. Nothing else of the host exists inside: not the
+project tree (so not ``families``), not the run directories, not the installation key, not the real
+workspace, not ``$HOME`` (an interpreter under a root-only home is bound back at its own path, in
+directories any uid can traverse), not the host's unix sockets. Project packages that an install placed
 inside the venv are covered by an empty tmpfs. New network, pid, ipc and uts namespaces; the environment is
 cleared and rebuilt from the given variables only.
 
 :func:`confined_base` is that common part (namespaces, environment, system directories, Python, scratch
-``/tmp``); the probe adds its driver and workspace copy (:func:`bwrap_command`), and the CPU trainer's
-training child adds what training needs (``adapters.cpu_trainer._confine``).
+``/tmp``); the probe adds its driver and workspace copy, and the CPU trainer's training child adds what
+training needs (``adapters.cpu_trainer``).
 """
 
 from __future__ import annotations
@@ -20,31 +22,25 @@ import stat
 import sys
 from pathlib import Path
 
-from ._isolation import IsolationPlan
-from ._limits import ProbeLimits
-
 __all__ = [
-    "DRIVER",
     "INSIDE",
     "PROJECT_PACKAGES",
     "BwrapArgs",
-    "bwrap_command",
     "confined_base",
     "python_trees",
     "traversable",
 ]
 
-DRIVER = Path(__file__).with_name("sandbox_driver.py")
 PROJECT_PACKAGES = ("families", "handlers", "engine", "events", "adapters")
-INSIDE = Path("/sandbox")  # where the sandbox directory appears under bubblewrap
+INSIDE = Path("/sandbox")  # where the caller's files appear under bubblewrap
 _ETC = ("ld.so.cache", "localtime", "nsswitch.conf", "passwd", "group", "hosts", "ssl", "ca-certificates")
 
 
 class BwrapArgs:
     """Builds a bubblewrap command line; parent directories are created world-traversable (0755)."""
 
-    def __init__(self) -> None:
-        self.args: list[str] = []
+    def __init__(self, bwrap: str = "bwrap") -> None:
+        self.args: list[str] = [bwrap]
         self._made: set[Path] = {Path("/")}
         self._bound: list[Path] = []
 
@@ -104,10 +100,13 @@ def _project_masks(trees: list[Path]) -> list[Path]:
     return masks
 
 
-def confined_base(python: Path, env: dict[str, str], tmpfs_bytes: int) -> BwrapArgs:
-    """Namespaces, a cleared environment, the system directories, Python and the venv, /proc, /dev, /tmp."""
-    b = BwrapArgs()
-    b.args += ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+def confined_base(python: Path, env: dict[str, str], tmpfs_bytes: int, bwrap: str = "bwrap") -> BwrapArgs:
+    """Namespaces, a cleared environment, the system directories, Python and the venv, /proc, /dev, /tmp.
+
+    ``bwrap`` is the executable :func:`adapters.sandbox.detect_isolation` found (``IsolationPlan.bwrap``).
+    """
+    b = BwrapArgs(bwrap)
+    b.args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     b.args += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in sorted(env.items()):
         b.args += ["--setenv", key, value]
@@ -129,12 +128,3 @@ def confined_base(python: Path, env: dict[str, str], tmpfs_bytes: int) -> BwrapA
         b.args += ["--tmpfs", str(mask)]
     b.args += ["--proc", "/proc", "--dev", "/dev"]
     return b
-
-
-def bwrap_command(plan: IsolationPlan, root: Path, python: Path, env: dict[str, str], limits: ProbeLimits) -> list[str]:
-    b = confined_base(python, env, limits.tmpfs_bytes)
-    b.bind(root / "ws", INSIDE / "ws")
-    b.bind(DRIVER, INSIDE / "driver.py")
-    b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")
-    b.args += ["--chdir", str(INSIDE / "home"), "--", str(python), "-I", "-B", str(INSIDE / "driver.py")]
-    return b.args
