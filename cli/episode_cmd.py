@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cli.sandbox_opt import WeakIsolation, add_flag, check
+from cli.sandbox_opt import add_flag
 
 if TYPE_CHECKING:  # the heavy stacks load when an episode runs, not when `ait --help` lists the commands
     from rich.console import Console
@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     level = "info" if verbose else "warning"  # -v: the log lines on the console too
     configure_logging(level="info", console=sys.stderr, console_level=level)
+    from adapters.sandbox import WeakIsolation
+    from cli.sandbox_opt import check
+
     try:
         opts = options(args)
         opted_out = check("episode", opts.unsafe_no_sandbox)

@@ -106,3 +106,10 @@ def test_an_unreachable_agent_endpoint_ends_the_episode_non_zero_with_the_cause(
     out = capsys.readouterr().out
     assert "episode failed: policy failed: http://127.0.0.1:9/v1 unreachable after 4 attempts: ConnectError" in out
     assert replay(tmp_path / "r" / "events.jsonl", default_projections()).states["run"].status == "finished:failed"
+
+
+def test_the_parsers_sandbox_flag_is_the_sandboxs_own() -> None:
+    from adapters.sandbox import UNSAFE_FLAG, WeakIsolation
+    from cli import sandbox_opt
+
+    assert sandbox_opt.FLAG == UNSAFE_FLAG and sandbox_opt.WeakIsolation is WeakIsolation
