@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from adapters.sandbox import IsolationPlan
     from events import SandboxOptedOut
 
 __all__ = ["FLAG", "add_flag", "check", "trainer_opts"]
@@ -20,6 +21,13 @@ __all__ = ["FLAG", "add_flag", "check", "trainer_opts"]
 # adapters.sandbox.UNSAFE_FLAG, spelled here so that building the parser (`ait --help`) imports no sandbox code
 # (tests/cli/test_bad_inputs.py checks the two agree).
 FLAG = "--unsafe-no-sandbox"
+
+
+def detect_isolation() -> IsolationPlan:
+    """adapters.sandbox.detect_isolation, imported when a command checks (tests replace this one)."""
+    from adapters.sandbox import detect_isolation as detect
+
+    return detect()
 
 
 def __getattr__(name: str) -> object:
@@ -41,7 +49,7 @@ def add_flag(p: argparse.ArgumentParser) -> None:
 
 def check(command: str, unsafe: bool) -> SandboxOptedOut | None:
     """Refuse (``WeakIsolation``) or, with the opt-in, the event to record; None when not opted out."""
-    from adapters.sandbox import detect_isolation, require_confinement
+    from adapters.sandbox import require_confinement
     from events import SandboxOptedOut
 
     plan = detect_isolation()
