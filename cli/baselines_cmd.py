@@ -11,7 +11,6 @@ versioned file (default ``~/.config/ait/baselines/<inner>.json``, see ``handlers
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import shlex
 import shutil
@@ -59,8 +58,10 @@ def make_score_fn(args: argparse.Namespace) -> tuple[Any, str]:
 CPU_SCORED_BY = "cpu: tiny Qwen3-architecture checkpoints in process (adapters.tiny)"
 
 
-def cpu_score_fn(*, seed: int, limit: int | None) -> Any:
-    """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post."""
+def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
+    """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post.
+
+    ``on_turn(family, model)``, when given, returns the scorer's per-turn callback for that pair (progress)."""
     from handlers.reward.baselines import BaselineEntry
 
     try:
@@ -72,9 +73,17 @@ def cpu_score_fn(*, seed: int, limit: int | None) -> Any:
     cache: dict[str, Any] = {}
 
     async def score(family: str, model: str) -> BaselineEntry:
+        import asyncio
+
+        import torch
+
+        # One thread, as the CPU trainer scores: a model this small gains nothing from a second one, and on a
+        # busy machine the idle thread's spin-waits cost more than the work (a 15 s freeze took minutes).
+        torch.set_num_threads(1)
         if model not in cache:
             cache[model] = load_checkpoint(model)  # "Qwen/Qwen3-0.6B" resolves to its tiny stand-in
-        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit)
+        hook = on_turn(family, model) if on_turn is not None else None
+        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit, on_turn=hook)
         sampling = (
             f"T={report.temperature:g}, top_p={report.top_p:g}, max_tokens={report.max_tokens}, "
             f"max_turns={report.max_turns}, seed={report.seed}, n={report.n}"
@@ -160,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         sys.stderr.write(f"ait baselines: --limit {args.limit}: a smoke run, not a baseline to reward against\n")
     try:
+        import asyncio
+
         result, scored = asyncio.run(_freeze(args, score_fn, families, models, out, len(todo)))
     except (BaselinesError, OSError, RuntimeError, BaseExceptionGroup) as exc:
         # The runtime's task group wraps errors in groups; report the first real one. Pairs scored

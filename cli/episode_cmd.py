@@ -15,17 +15,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from rich.console import Console
+from cli.sandbox_opt import add_flag
 
-from cli.episode_wiring import EpisodeDeps
-from cli.options import EpisodeOptions
-from handlers.episode.projection import EpisodesProjection
-from handlers.reward.projection import RewardsProjection
+if TYPE_CHECKING:  # the heavy stacks load when an episode runs, not when `ait --help` lists the commands
+    from rich.console import Console
 
-if TYPE_CHECKING:
+    from cli.episode_wiring import EpisodeDeps
+    from cli.options import EpisodeOptions
     from events import SandboxOptedOut
-from cli.sandbox_opt import WeakIsolation, add_flag, check
 
 __all__ = ["register", "run_episode"]
 
@@ -44,6 +41,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --agent openai:MODEL")
     p.add_argument("--trainer", default="cpu", help="inner trainer on the local pod: cpu (default) or standin")
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="inner trainer option")
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log lines on the console")
     add_flag(p)
     p.set_defaults(func=run)
 
@@ -55,6 +53,7 @@ def _new_run_id() -> str:
 def options(args: argparse.Namespace) -> EpisodeOptions:
     """The typed options of one ``ait episode`` (a bad ``--trainer-opt`` raises ValueError naming it)."""
     from adapters.pod.trainers import parse_options
+    from cli.options import EpisodeOptions
 
     return EpisodeOptions(
         task=args.task,
@@ -75,27 +74,40 @@ def options(args: argparse.Namespace) -> EpisodeOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.episode_wiring import default_deps
+    import anyio
+    from rich.console import Console
 
+    from cli.episode_wiring import default_deps
+    from cli.first_use import quiet_libraries
+    from engine.logs import configure_logging
+
+    verbose = bool(getattr(args, "verbose", False))
+    quiet_libraries(verbose)
     console = Console(highlight=False, soft_wrap=True)
+    level = "info" if verbose else "warning"  # -v: the log lines on the console too
+    configure_logging(level="info", console=sys.stderr, console_level=level)
+    from adapters.sandbox import WeakIsolation
+    from cli.sandbox_opt import check
+
     try:
         opts = options(args)
         opted_out = check("episode", opts.unsafe_no_sandbox)
-        deps = default_deps(opts)
+        deps = default_deps(opts, console)
     except (ValueError, OSError, RuntimeError, WeakIsolation) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
-    from engine.logs import configure_logging
-
     run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
-    # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own).
-    configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
+    # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own
+    # progress lines) unless -v asked for the log lines too.
+    configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level=level, run_id=run_dir.name)
     return anyio.run(run_episode, opts, deps, run_dir, console, opted_out)
 
 
 async def run_episode(
     args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console, opted_out: SandboxOptedOut | None = None
 ) -> int:
+    import anyio
+
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
     from events import RunWiring
@@ -103,11 +115,13 @@ async def run_episode(
     from handlers.budget.costs_ledger import CostsLedger
     from handlers.budget.prices import load_prices
     from handlers.budget.rules import BudgetConfig, BudgetGate
+    from handlers.episode.projection import EpisodesProjection
     from handlers.episode.runner import EpisodeRunner, EpisodeSetup
     from handlers.episode.setup import opening_messages, template_files
     from handlers.registry import default_projections
     from handlers.reward.baselines import scores_of
-    from handlers.reward.formula import RewardConfig, explain
+    from handlers.reward.formula import RewardConfig
+    from handlers.reward.projection import RewardsProjection
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
 
@@ -126,9 +140,14 @@ async def run_episode(
         "max_attempts": args.max_attempts,
         "ran_on": deps.ran_on,
     }
+    from events import RunFinished
+    from views.progress_lines import ProgressLines
+
+    rewarder = RewardReactor(RewardConfig())
     async with Runtime(run_dir, default_projections()) as rt:
-        rt.start_reactor(RewardReactor(RewardConfig()))
+        rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
+        rt.start_reactor(ProgressLines(console))
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
         # What this run runs on (ait report shows it): one episode has no learner; its job runs on a local pod.
         await rt.emit(
@@ -162,6 +181,11 @@ async def run_episode(
         console.print(f"run {rt.run_id}: episode on {spec.name} with agent {deps.policy.name}")
         outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
+        failure = ""
+        if outcome.status == "error":
+            # The agent could not be reached or answered nonsense: say why here, not only in the log.
+            failure = rt.state(EpisodesProjection)[episode_id].reason or "the agent failed"
+            console.print(f"[red]episode failed: {failure}[/red]")
         _write_artifacts(run_dir / "episodes" / episode_id, outcome, spec.name, deps.ran_on)
         if outcome.status == "validated" and outcome.job is not None:
             from events import JobQueued
@@ -182,26 +206,67 @@ async def run_episode(
                 console.print(_usage_line(rt, ledger, episode_id))
                 console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
                 console.print(f"log: {rt.log.path}")
+                await rt.emit(RunFinished(status="ok", reason="validated; job queued, not run"))
                 return 0
-            await deps.job_runner(rt, job_id)
+            try:
+                await deps.job_runner(rt, job_id)
+            except RuntimeError as exc:
+                console.print(f"[red]{exc}[/red]")
+                failure = str(exc)
         with anyio.move_on_after(30):
-            await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection))
+            await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection) or episode_id in rewarder.refused)
         if episode_id not in rt.state(RewardsProjection):
-            console.print("[red]no reward was computed (see the log: a job result without a frozen baseline?)[/red]")
+            why = rewarder.refused.get(episode_id) or failure or "see the log"
+            console.print(f"[red]no reward was computed: {why}[/red]")
+            await rt.emit(RunFinished(status="failed", reason=f"no reward: {why}"[:500]))
             return 1
         reward = rt.state(RewardsProjection)[episode_id]
-        console.print(explain(reward))
+        console.print(_result_line(rt, reward))
         ep = rt.state(EpisodesProjection)[episode_id]
         spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
         console.print(
             f"tokens: {ep.input_tokens} in ({ep.cached_input_tokens} cached), {ep.output_tokens} out; cost ${spent:.4f}"
         )
         console.print("ran on: " + ", ".join(f"{k}={v}" for k, v in deps.ran_on.items()))
-        console.print(f"log: {rt.log.path}")
+        console.print(f"log: {rt.log.path}  (report: ait report {rt.run_id})")
+        if failure:
+            await rt.emit(RunFinished(status="failed", reason=failure[:500]))
+            return 1
+        await rt.emit(RunFinished(status="ok", reason=f"episode {outcome.status}; reward {reward.reward:+.4f}"))
     return 0
 
 
+def _result_line(rt: Any, reward: Any) -> str:
+    """The reward line, with the number of hidden tasks behind post and best_pre and any early stop."""
+    from events import JobStoppedEarly, JobSucceeded
+    from handlers.reward.formula import explain
+
+    line = explain(reward)
+    if not reward.job_id:
+        return line
+    succeeded = stopped = None
+    for rec in read_records(rt):
+        ev = rec.event
+        if isinstance(ev, JobSucceeded) and ev.job_id == reward.job_id:
+            succeeded = ev
+        elif isinstance(ev, JobStoppedEarly) and ev.job_id == reward.job_id:
+            stopped = ev
+    if succeeded is not None and succeeded.metrics.get("eval_n"):
+        line += f"; n={int(succeeded.metrics['eval_n'])} hidden tasks"
+    if stopped is not None:
+        line += f"\n[yellow]the job was cut short: {stopped.line()}[/yellow]"
+    return line
+
+
+def read_records(rt: Any) -> list[Any]:
+    from engine.log import read_log
+
+    return list(read_log(rt.log.path).records)
+
+
 def _usage_line(rt: Any, ledger: Any, episode_id: str) -> str:
+    from handlers.episode.projection import EpisodesProjection
+
     ep = rt.state(EpisodesProjection)[episode_id]
     spent = sum(r.usd for r in ledger.read() if r.run_id == rt.run_id)
     return (

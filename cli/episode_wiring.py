@@ -54,18 +54,42 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
 
         if not arg:
             raise ValueError("--agent openai:MODEL needs a model name, e.g. openai:gpt-4.1-mini")
-        config = OpenAIConfig(model=arg, base_url=base_url or os.environ.get("OPENAI_BASE_URL", OpenAIConfig.base_url))
+        default_url = OpenAIConfig(model=arg).base_url  # (the class attribute is a struct field descriptor)
+        config = OpenAIConfig(model=arg, base_url=base_url or os.environ.get("OPENAI_BASE_URL", default_url))
         return OpenAIPolicy(config), f"OpenAI-compatible API ({config.base_url}, model {arg})"
     raise ValueError(f"unknown --agent {agent!r}: use scripted, scripted:PATH or openai:MODEL")
 
 
-def _baselines(trainer: str, family: str) -> tuple[list[BaselineFrozen], str]:
+def _eval_subset(options: dict[str, str]) -> tuple[int | None, int]:
+    """(eval_limit, eval_seed) the CPU trainer will score with: its baselines must be frozen the same way."""
+    try:
+        limit = int(options["eval_limit"]) if "eval_limit" in options else None
+        seed = int(options.get("eval_seed", "0"))
+    except ValueError:
+        raise ValueError(
+            f"--trainer-opt eval_limit={options.get('eval_limit')!r} / eval_seed={options.get('eval_seed')!r}: "
+            "expected whole numbers"
+        ) from None
+    if limit is not None and limit < 1:
+        raise ValueError(f"--trainer-opt eval_limit={limit}: must be at least 1")
+    return limit, seed
+
+
+def _baselines(
+    trainer: str, family: str, models: list[str], options: dict[str, str], console: Any
+) -> tuple[list[BaselineFrozen], str]:
+    """The baselines this episode's job is compared with: ``family`` x the spec's ``models``, frozen on the
+    hidden tasks the job will be scored on (freezing what is missing, with progress, on first use)."""
+    from cli.first_use import baselines_path_for, freeze_with_progress
     from families import key_fingerprint
-    from handlers.reward.baselines import BaselinesError, default_baselines_path, frozen_events, scores_of
+    from handlers.reward.baselines import BaselinesError, frozen_events
 
     if trainer not in INNER_OF:
         return [], "none frozen (a succeeded job cannot be scored for uplift)"
-    path = default_baselines_path(INNER_OF[trainer])
+    limit, eval_seed = _eval_subset(options)
+    if eval_seed != 0:
+        return [], f"none: eval_seed={eval_seed} differs from the frozen baselines' seed 0"
+    path = baselines_path_for(limit)
     fingerprint = key_fingerprint()
     try:
         frozen = frozen_events(path, key_fingerprint=fingerprint) if path.exists() else []
@@ -75,46 +99,34 @@ def _baselines(trainer: str, family: str) -> tuple[list[BaselineFrozen], str]:
             f"ait episode: {exc}\nThe eval key changed since these baselines were frozen: re-freeze them with "
             f"`ait baselines --inner {INNER_OF[trainer]} --force`, or restore the key file they were frozen under."
         ) from None
-    if not scores_of(frozen).get(family):
-        # The tiny CPU bases score a family's hidden eval in well under a minute: freeze them on first use
+    have = {e.model for e in frozen if e.family == family}
+    note = str(path)
+    if not set(models) <= have:
+        # The tiny CPU bases score a family's hidden eval in seconds each: freeze what is missing on first use
         # (the hidden sets are this machine's own, from its key, so no committed file could hold them).
-        frozen = _freeze_cpu_baselines(path, family, fingerprint)
-        return frozen, f"{path} (frozen now for {family} under key {fingerprint})"
-    return frozen, str(path)
+        freeze_with_progress(path, family, models, fingerprint, limit=limit, seed=eval_seed, console=console)
+        frozen = frozen_events(path, key_fingerprint=fingerprint)
+        note = f"{path} (frozen now for {family} under key {fingerprint})"
+    # best_pre is the best base the job could have picked: the models the task spec allows, nothing else.
+    return [e for e in frozen if e.family == family and e.model in models], note
 
 
-def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> list[BaselineFrozen]:
-    import asyncio
-    import datetime as dt
-    import sys
+def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
+    from rich.console import Console
 
-    from cli.baselines_cmd import cpu_score_fn
-    from families.spec import BASE_MODELS
-    from handlers.reward.baselines import freeze_baselines, frozen_events
-
-    sys.stderr.write(f"ait episode: no CPU baseline for {family} under this eval key yet: freezing it ({path})\n")
-    asyncio.run(
-        freeze_baselines(
-            cpu_score_fn(seed=0, limit=None),
-            families=[family],
-            models=list(BASE_MODELS),
-            inner="cpu",
-            out_path=path,
-            created=dt.datetime.now(dt.UTC).date().isoformat(),
-            key_fingerprint=fingerprint,
-        )
-    )
-    return frozen_events(path, key_fingerprint=fingerprint)
-
-
-def default_deps(args: EpisodeOptions) -> EpisodeDeps:
     from adapters.probe import ProbeValidator
     from families.spec import load_spec
 
+    console = console if console is not None else Console(stderr=True)
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
     validator = ProbeValidator(unsafe_no_sandbox=args.unsafe_no_sandbox)
-    baselines, baselines_desc = ([], "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
+    models = list(spec.bounds.base_models)
+    baselines, baselines_desc = (
+        ([], "not needed (--no-job)")
+        if args.no_job
+        else _baselines(args.trainer, spec.family, models, dict(args.trainer_options), console)
+    )
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
     no_job_reason = "--no-job was given" if args.no_job else ""

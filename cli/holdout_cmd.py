@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from handlers.episode.projection import EpisodesProjection
-
 __all__ = ["register"]
 
 
@@ -148,6 +146,8 @@ async def holdout(
             gate=BudgetGate.for_runtime(rt, load_prices()),
             group_prefix=group,
         )
+        from handlers.episode.projection import EpisodesProjection
+
         already = sum(1 for e in rt.state(EpisodesProjection).values() if e.group_id.startswith("holdout"))
         rng = random.Random(f"{cfg.run.seed}:holdout:{already}")
         tasks = [(f"ho{already + i:05d}", TaskRef(family=family, index=rng.randrange(10_000))) for i in range(n)]

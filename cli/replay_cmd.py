@@ -5,14 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from engine.fmt import format_ts
-from engine.log import LogCorrupted
-from engine.replay import replay
-from engine.rundir import resolve_run
-
 __all__ = ["register"]
 
 
@@ -26,6 +18,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.fmt import format_ts
+    from engine.log import LogCorrupted
+    from engine.replay import replay
+    from engine.rundir import resolve_run
     from handlers.registry import default_projections
 
     console = Console(highlight=False, soft_wrap=True)

@@ -7,9 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.log import LogCorrupted
-from engine.rundir import resolve_run
-
 __all__ = ["register"]
 
 
@@ -24,6 +21,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from engine.log import LogCorrupted
+    from engine.rundir import resolve_run
     from views.report import write_report
 
     run_dir = resolve_run(args.run, args.runs_root)

@@ -12,17 +12,35 @@ import argparse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from adapters.sandbox import UNSAFE_FLAG, WeakIsolation, detect_isolation, require_confinement
-
 if TYPE_CHECKING:
+    from adapters.sandbox import IsolationPlan
     from events import SandboxOptedOut
 
-__all__ = ["WeakIsolation", "add_flag", "check", "trainer_opts"]
+__all__ = ["FLAG", "add_flag", "check", "trainer_opts"]
+
+# adapters.sandbox.UNSAFE_FLAG, spelled here so that building the parser (`ait --help`) imports no sandbox code
+# (tests/cli/test_bad_inputs.py checks the two agree).
+FLAG = "--unsafe-no-sandbox"
+
+
+def detect_isolation() -> IsolationPlan:
+    """adapters.sandbox.detect_isolation, imported when a command checks (tests replace this one)."""
+    from adapters.sandbox import detect_isolation as detect
+
+    return detect()
+
+
+def __getattr__(name: str) -> object:
+    if name == "WeakIsolation":  # re-exported lazily, for the same reason
+        from adapters.sandbox import WeakIsolation
+
+        return WeakIsolation
+    raise AttributeError(name)
 
 
 def add_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        UNSAFE_FLAG,
+        FLAG,
         dest="unsafe_no_sandbox",
         action="store_true",
         help="run agent code even where bubblewrap is unavailable (no filesystem confinement; recorded in the run)",
@@ -31,6 +49,7 @@ def add_flag(p: argparse.ArgumentParser) -> None:
 
 def check(command: str, unsafe: bool) -> SandboxOptedOut | None:
     """Refuse (``WeakIsolation``) or, with the opt-in, the event to record; None when not opted out."""
+    from adapters.sandbox import require_confinement
     from events import SandboxOptedOut
 
     plan = detect_isolation()

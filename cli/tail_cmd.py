@@ -6,13 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-import anyio
-
-from engine.fmt import format_record
-from engine.log import LogCorrupted
-from engine.rundir import resolve_run
-from engine.tail import TailFilter, follow_lines
-
 __all__ = ["register"]
 
 
@@ -29,6 +22,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from engine.fmt import format_record
+    from engine.log import LogCorrupted
+    from engine.rundir import resolve_run
+    from engine.tail import TailFilter, follow_lines
+
     run_dir = resolve_run(args.run, args.runs_root)
     keep = TailFilter(tuple(args.type), args.episode, args.job)
     out = sys.stdout

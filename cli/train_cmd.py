@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli.sandbox_opt import WeakIsolation, add_flag, check
+from cli.sandbox_opt import add_flag
 
 __all__ = ["register"]
 
@@ -107,6 +107,8 @@ def _keys_then_go(what: str, cfg: Any, run_dir: Path, max_steps: int | None, uns
 def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None, unsafe: bool = False) -> int:
     import anyio
 
+    from adapters.sandbox import WeakIsolation
+    from cli.sandbox_opt import check
     from cli.train_run import TrainFailed, train
     from engine.logs import configure_logging
 

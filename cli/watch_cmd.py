@@ -6,11 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-import anyio
-
-from engine.log import LogCorrupted
-from engine.rundir import resolve_run
-
 __all__ = ["register"]
 
 
@@ -26,8 +21,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
     from rich.console import Console
 
+    from engine.log import LogCorrupted
+    from engine.rundir import resolve_run
     from views.watch.live import follow
 
     run_dir = resolve_run(args.run, args.runs_root)

@@ -42,7 +42,16 @@ from .fleet import (
     PodTerminated,
     PodTerminating,
 )
-from .job import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
+from .job import (
+    JobAssigned,
+    JobFailed,
+    JobProgressed,
+    JobQueued,
+    JobRequeued,
+    JobStarted,
+    JobStoppedEarly,
+    JobSucceeded,
+)
 from .learning import (
     BaselineFrozen,
     BatchCollected,
@@ -77,6 +86,7 @@ Event = (
     | JobAssigned
     | JobStarted
     | JobProgressed
+    | JobStoppedEarly
     | JobSucceeded
     | JobFailed
     | JobRequeued
@@ -126,6 +136,7 @@ __all__ = [
     "JobQueued",
     "JobRequeued",
     "JobStarted",
+    "JobStoppedEarly",
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",

@@ -17,6 +17,7 @@ __all__ = [
     "JobQueued",
     "JobRequeued",
     "JobStarted",
+    "JobStoppedEarly",
     "JobSucceeded",
 ]
 
@@ -60,6 +61,21 @@ class JobProgressed(EventBody, frozen=True, kw_only=True):
     total_steps: int = 0
     cursor: int = 0  # position in the pod agent's event stream: a reconnecting controller resumes after it
     attempt: int = 0
+
+
+@event("job.stopped_early")
+class JobStoppedEarly(EventBody, frozen=True, kw_only=True):
+    """Training ended before the steps the job asked for (recorded just before the attempt's outcome): a
+    result scored after 4 of 10 steps must never read as the full job."""
+
+    job_id: str
+    steps_done: int
+    steps_total: int
+    reason: str  # the trainer's stop reason: deadline | no_signal | collapsed | ...
+    attempt: int = 0
+
+    def line(self) -> str:
+        return f"stopped at step {self.steps_done} of {self.steps_total}: {self.reason}"
 
 
 @event("job.succeeded")

@@ -22,7 +22,7 @@ import structlog
 from adapters.retry import RetryPolicy, parse_retry_after
 from handlers.ports.policy import AgentReply, PolicyError, ToolCall
 
-__all__ = ["OpenAIConfig", "OpenAIPolicy"]
+__all__ = ["OpenAIConfig", "OpenAIPolicy", "is_local"]
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +59,20 @@ class _Completion(msgspec.Struct):
     model: str = ""
 
 
+def is_local(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine (loopback), where a keyless endpoint is normal."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class OpenAIPolicy:
     def __init__(
         self,
@@ -71,14 +85,18 @@ class OpenAIPolicy:
     ) -> None:
         env = os.environ if environ is None else environ
         key = env.get(config.api_key_var, "")
-        if not key:
-            raise PolicyError(f"no API key: set the environment variable {config.api_key_var}")
+        if not key and not is_local(config.base_url):
+            raise PolicyError(
+                f"no API key for {config.base_url}: set the environment variable {config.api_key_var} "
+                "(a local endpoint, e.g. --base-url http://127.0.0.1:8000/v1, needs none)"
+            )
         self.config = config
         self.model = config.model
         self.name = f"openai:{config.model}"
         self._client = httpx.AsyncClient(
             base_url=config.base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {key}"},
+            # A local server (vLLM, llama.cpp, a test double) usually wants no key: send none rather than a fake one.
+            headers={"Authorization": f"Bearer {key}"} if key else {},
             timeout=config.timeout_s,
             transport=transport,
         )

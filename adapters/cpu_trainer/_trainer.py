@@ -228,6 +228,10 @@ class CpuTrainer:
             sampling=f"T={post.temperature:g}, top_p={post.top_p:g}, n={post.n}, seed={post.seed}, "
             f"max_turns={post.max_turns}, max_tokens={post.max_tokens}",
             isolation=trained.isolation,
+            steps_done=len(report.steps),
+            steps_total=settings.max_steps,
+            stop_reason=report.stop_reason,
+            eval_n=post.n,
         )
 
     async def _load_trained(self, base: Path, trained: ChildOutcome) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -30,9 +30,11 @@ from .generate import SamplingParams, generate
 from .model import Checkpoint
 from .tokenizer import decode_reply, stop_token_ids
 
-__all__ = ["Episode", "TurnSample", "request_seed", "run_episodes"]
+__all__ = ["Episode", "TurnCallback", "TurnSample", "request_seed", "run_episodes"]
 
 log = structlog.get_logger(__name__)
+
+TurnCallback = Callable[[int, int, int, int], None]  # (turns played, max turns, episodes finished, episodes)
 
 Stop = Literal["answered", "max_turns"]
 
@@ -80,10 +82,12 @@ def run_episodes(
     tools: Sequence[Mapping[str, Any]] | None = None,
     seed_source: torch.Generator | None = None,
     batch_size: int = 64,
+    on_turn: TurnCallback | None = None,
 ) -> list[Episode]:
     """Run one episode per task (repeat a task in ``tasks`` for a group); rewards from ``family.score``.
 
-    At most ``batch_size`` conversations share a generate call (bounds the attention memory).
+    At most ``batch_size`` conversations share a generate call (bounds the attention memory). ``on_turn``
+    hears ``(turns played, max_turns, episodes finished, episodes)`` after each turn (for progress bars).
     """
     schemas = list(tools) if tools is not None else family.tool_schemas()
     sys_text = SYSTEM_PROMPT if system_prompt is None else system_prompt
@@ -138,6 +142,8 @@ def run_episodes(
                 ep.messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": result})
             still.append(i)
         live = still
+        if on_turn is not None:
+            on_turn(turn + 1, max_turns, len(episodes) - len(live), len(episodes))
     for ep in episodes:
         ep.reward = float(family.score(ep.task, ep.reply))
     log.debug("tiny.episodes.done", n=len(episodes), seconds=round(time.perf_counter() - started, 3))

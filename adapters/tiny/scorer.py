@@ -16,7 +16,7 @@ import torch
 
 from families import Family, Task, get_family, hidden_tasks
 
-from .episodes import Episode, run_episodes
+from .episodes import Episode, TurnCallback, run_episodes
 from .generate import SamplingParams
 from .model import Checkpoint
 
@@ -54,10 +54,11 @@ def score_tasks(
     *,
     max_turns: int,
     seed_source: torch.Generator | None = None,
+    on_turn: TurnCallback | None = None,
 ) -> tuple[ScoreReport, list[Episode]]:
     """Mean reward over ``tasks`` (one episode each) and the episodes themselves."""
     started = time.perf_counter()
-    episodes = run_episodes(ckpt, family, tasks, params, max_turns=max_turns, seed_source=seed_source)
+    episodes = run_episodes(ckpt, family, tasks, params, max_turns=max_turns, seed_source=seed_source, on_turn=on_turn)
     rewards = [ep.reward for ep in episodes]
     report = ScoreReport(
         family=family.name,
@@ -85,10 +86,11 @@ def score_hidden(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 0,
     limit: int | None = None,
+    on_turn: TurnCallback | None = None,
 ) -> ScoreReport:
     """The model's score on the family's hidden eval set (the first ``limit`` tasks if given)."""
     fam = get_family(family) if isinstance(family, str) else family
     tasks = list(hidden_tasks(fam))[:limit]
     params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=eval_max_turns(fam))
+    report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=eval_max_turns(fam), on_turn=on_turn)
     return report

@@ -20,7 +20,7 @@ import msgspec
 import structlog
 
 from engine.blobs import BlobCorrupted
-from events import EventBody, JobFailed, JobProgressed, JobStarted, JobSucceeded
+from events import EventBody, JobFailed, JobProgressed, JobStarted, JobStoppedEarly, JobSucceeded
 from handlers.fleet.context import DispatchContext
 from handlers.fleet.pod_effects import lose_pod, pod_dead
 from handlers.fleet.policy import attempt_lost
@@ -77,7 +77,7 @@ def _outcome_of(job: JobEntry, res: AgentResult, blob: str) -> EventBody:
             result_blob=blob,
             pod_id=job.pod_id,
             attempt=job.attempts,
-            metrics=dict(r.metrics),
+            metrics={**r.metrics, **({"eval_n": float(r.eval_n)} if r.eval_n else {})},
         )
     reason = r.failure or ("scoring_error" if r.ok else "trainer_crash")
     detail = r.detail if not r.ok else "the trainer reported success without pre and post scores"
@@ -156,6 +156,16 @@ async def run_attempt(ctx: DispatchContext, job_id: str) -> None:
                 blob = await ctx.ports.blobs.aput(msgspec.json.encode(res))
                 current = _still_open(ctx, job_id, key)
                 if current is not None:
+                    if res.result.stopped_early:
+                        # Said before the outcome, so no reader ever sees a cut-short job's scores as the full job's.
+                        stopped = JobStoppedEarly(
+                            job_id=job_id,
+                            steps_done=res.result.steps_done,
+                            steps_total=res.result.steps_total,
+                            reason=res.result.stop_reason or "unstated",
+                            attempt=sub.attempt,
+                        )
+                        await _emit_if_open(ctx, job_id, key, stopped)
                     await _emit_if_open(ctx, job_id, key, _outcome_of(current, res, blob))
                     log.info("job.finished", job_id=job_id, state=res.state, pod_id=pod_id)
                 return

@@ -56,6 +56,15 @@ class JobResult(msgspec.Struct, frozen=True, kw_only=True):
     log_tail: str = ""
     sampling: str = ""  # how the hidden eval sampled (e.g. "T=1.0, n=200"): scores state their sampling
     isolation: str = ""  # how the agent's code was confined while it trained (e.g. "bwrap"); "" if not stated
+    # How far training got: a job cut short (deadline, no gradient signal, collapse) says so, with its cause.
+    steps_done: int = 0
+    steps_total: int = 0  # the steps the job asked for (after any trainer cap); 0: not stated
+    stop_reason: str = ""  # max_steps | deadline | no_signal | collapsed | ... ("" if not stated)
+    eval_n: int = 0  # hidden tasks behind each of pre and post (0: not stated)
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ok and self.steps_total > 0 and self.steps_done < self.steps_total
 
 
 class InnerTrainer(Protocol):

@@ -3,6 +3,10 @@
 An episode that did not validate is rewarded when it finishes; a validated one when its job succeeds or
 fails. The inputs come from projections only (episodes, baselines, rewards), so a resumed run computes
 the rewards it still owes and never a second one for an episode already rewarded.
+
+``post - best_pre`` only means something when both were scored on the same hidden tasks: a job scored on
+a smoke subset (its ``eval_n`` metric) against baselines frozen on another number of tasks is refused,
+loudly (``reward.refused`` in the logs, no reward), rather than rewarded with an artefact.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.runtime import Runtime
-from events import EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
+from events import BaselineFrozen, EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
 from handlers.episode.projection import EpisodesProjection, EpisodeState
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
 from handlers.reward.projection import RewardsProjection
 
-__all__ = ["RewardReactor", "inputs_for"]
+__all__ = ["RewardReactor", "inputs_for", "mismatched_n"]
 
 log = structlog.get_logger(__name__)
 
@@ -50,16 +54,32 @@ def inputs_for(ep: EpisodeState, *, best: float | None, job: JobSucceeded | JobF
     return RewardInputs(**common)
 
 
+def mismatched_n(job: JobSucceeded, baseline_n: dict[str, int]) -> str:
+    """Why ``job``'s post cannot be compared with these baselines (``{model: n}``), or "" when it can."""
+    job_n = int(job.metrics.get("eval_n", 0))
+    other = sorted({n for n in baseline_n.values() if n and n != job_n})
+    if not job_n or not other:
+        return ""  # one side does not state its n (older logs): nothing to compare
+    return (
+        f"job {job.job_id} was scored on {job_n} hidden tasks but best_pre on {other[0]}: uplift across "
+        "different task sets is meaningless; freeze baselines on the same subset (eval_limit) or score the full set"
+    )
+
+
 class RewardReactor:
     """Run with ``runtime.start_reactor(RewardReactor(config))``."""
 
     def __init__(self, config: RewardConfig | None = None) -> None:
         self.config = config or RewardConfig()
+        self.baseline_n: dict[str, dict[str, int]] = {}  # family -> model -> n, from the baseline.frozen seen
+        self.refused: dict[str, str] = {}  # episode id -> why no reward was computed
 
     async def __call__(self, rt: Runtime, stream: MemoryObjectReceiveStream[Recorded]) -> None:
         async for rec in stream:
             ev = rec.event
-            if isinstance(ev, EpisodeFinished) and ev.status != "validated":
+            if isinstance(ev, BaselineFrozen):
+                self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
+            elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
                 await self._reward_job(rt, ev)
@@ -70,7 +90,9 @@ class RewardReactor:
         before = len(rt.state(RewardsProjection))
         for rec in records:
             ev = rec.event
-            if isinstance(ev, EpisodeFinished) and ev.status != "validated":
+            if isinstance(ev, BaselineFrozen):
+                self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
+            elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
                 await self._reward_job(rt, ev)
@@ -92,6 +114,11 @@ class RewardReactor:
         best = best_pre(frozen, ep.family)
         if isinstance(job, JobSucceeded) and best is None:
             log.error("reward.no_baseline", family=ep.family, episode_id=episode_id)
+            self.refused[episode_id] = f"no frozen baseline for {ep.family} in this run"
+            return None
+        if isinstance(job, JobSucceeded) and (why := mismatched_n(job, self.baseline_n.get(ep.family, {}))):
+            log.error("reward.refused", family=ep.family, episode_id=episode_id, why=why)
+            self.refused[episode_id] = why
             return None
         inputs = inputs_for(ep, best=best, job=job)
         body = compute_reward(inputs, self.config)

@@ -82,9 +82,9 @@ def test_a_corrupt_final_record_is_named_by_replay_and_set_aside_by_a_resume(
     assert "events     3 (last seq 2)" in out and "corrupt" not in out
 
 
-def test_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no run at"):
-        main(["--runs-root", str(tmp_path), "replay", "nope"])
+def test_unknown_run_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--runs-root", str(tmp_path), "replay", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("ait replay: no run at 'nope'")
 
 
 def test_costs_summarises_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

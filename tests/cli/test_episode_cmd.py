@@ -27,7 +27,7 @@ def test_episode_reaches_a_validated_queued_job_and_says_why_it_stops(
     result = replay(tmp_path / "r1" / "events.jsonl", default_projections())
     assert result.by_type["submission.validated"] == 1 and result.by_type["job.queued"] == 1
     assert result.states["episodes"]["ep-0"].status == "validated"
-    assert result.states["run"].status == "running"
+    assert result.states["run"].status == "finished:ok"  # `ait watch --exit-on-finish` exits on it
     assert "tokens: 0 in (0 cached), 0 out; cost $0.0000" in out
     episode_dir = tmp_path / "r1" / "episodes" / "ep-0"
     manifest = json.loads((episode_dir / "manifest.json").read_text())
@@ -43,8 +43,7 @@ def test_episode_trains_the_job_on_the_local_pod_and_ends_with_a_real_reward(
 ) -> None:
     # The whole chain on the embedded defaults: scripted agent, sandboxed probe, the local pod agent running the
     # CPU trainer (pre-score, GRPO, post-score), and the reward. Shrunk for CI: the first 16 hidden tasks on both
-    # sides of the uplift (the baselines and the job's scores), 2 training steps of 16 rollouts.
-    assert main(["--runs-root", str(tmp_path), "baselines", "--family", "calc_chain", "--limit", "16"]) == 0
+    # sides of the uplift (the episode freezes its baselines on the same 16), 2 training steps of 16 rollouts.
     task = REPO / "examples" / "tasks" / "calc_chain_v1_fast.json"
     smoke = ["eval_limit=16", "max_steps=2", "batch_size=16"]
     argv = ["--runs-root", str(tmp_path), "episode", "--task", str(task), "--run-id", "r2"]
@@ -58,6 +57,8 @@ def test_episode_trains_the_job_on_the_local_pod_and_ends_with_a_real_reward(
     # A real post score on the hidden eval (16 tasks: a multiple of 1/16) against the frozen best_pre.
     assert computed.post is not None and (computed.post * 16).is_integer()
     assert computed.best_pre == max(result.states["baselines"]["calc_chain"].values())
+    assert result.states["run"].status == "finished:ok"
+    assert "n=16 hidden tasks" in out and "train step 1 of 2: mean reward" in out and "post-score" in out
     assert computed.uplift == pytest.approx(computed.post - computed.best_pre)
     assert f"reward {computed.reward:+.4f}" in out, out
     assert "jobs=local pod agent, trainer cpu" in out

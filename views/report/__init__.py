@@ -19,6 +19,7 @@ from rich.console import Console
 
 from engine.progress import progress
 from views.report.accounts import AccountsProjection
+from views.report.curves import JobCurvesProjection
 from views.report.data import ReportData, collect
 from views.watch.folder import RunFolder
 
@@ -35,17 +36,17 @@ class ReportFiles(msgspec.Struct, frozen=True, kw_only=True):
 def write_report(run_dir: Path | str, out: Path | str, *, console: Console | None = None) -> ReportFiles:
     """Write the report of the run at ``run_dir`` into ``out`` (created if needed)."""
     from views.report.markdown import jobs_csv, markdown, steps_csv
-    from views.report.plots import PLOTS, write_plots  # matplotlib loads only when a report is drawn
+    from views.report.plots import plots_for, write_plots  # matplotlib loads only when a report is drawn
 
     root, dest = Path(run_dir), Path(out)
     dest.mkdir(parents=True, exist_ok=True)
     events = root / "events.jsonl"
-    folder = RunFolder(events, extra=[AccountsProjection()])
+    folder = RunFolder(events, extra=[AccountsProjection(), JobCurvesProjection()])
     with progress("reading the log", total=events.stat().st_size, unit="bytes", console=console) as bar:
         while folder.poll(4 << 20):
             bar.update(completed=folder.reader.offset)
     data = collect(root, folder=folder)
-    with progress("drawing plots", total=len(PLOTS), unit="plots", console=console) as bar:
+    with progress("drawing plots", total=len(plots_for(data)), unit="plots", console=console) as bar:
         plots = write_plots(data, dest, on_done=lambda _name: bar.advance())
     md = dest / "report.md"
     md.write_text(markdown(data, [p.name for p in plots]), encoding="utf-8")

@@ -10,7 +10,8 @@ Definitions (also stated in the report):
 - *validated rate*: validated episodes / episodes of the step; *job success*: succeeded / jobs that ended;
 - a job's GPU cost is its attempts' time on their pods (assigned -> outcome) at each pod's hourly rate; pod time
   no job used (booting, idle) is in the run's GPU total but in no job's;
-- a step's cost: its episodes' agent calls + its jobs' GPU cost + its optimizer step.
+- a step's cost: its episodes' agent calls + its jobs' GPU cost + its optimizer step;
+- a run without outer steps (``ait episode``) lists each episode with its reward and its job's curve instead.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from handlers.fleet.projection import FleetState
 from handlers.fleet.queue import QueueState
 from handlers.reward.projection import breakdown
 from views.report.accounts import Accounts, AccountsProjection
+from views.report.curves import JobCurve, JobCurvesProjection
 from views.report.jobtoml import JobChoice, choice_of_bundle, choice_of_toml
 from views.watch.folder import RunFolder
 from views.watch.outer import in_order
 from views.watch.podtime import gpu_time
 from views.watch.view import is_holdout
 
-__all__ = ["HoldoutRow", "JobStats", "ReportData", "StepStats", "collect", "step_stats"]
+__all__ = ["EpisodeDetail", "HoldoutRow", "JobStats", "ReportData", "StepStats", "collect", "step_stats"]
 
 log = structlog.get_logger(__name__)
 
@@ -124,6 +126,17 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     provider: str = ""
     standin: bool = False  # inner scores made up (stand-in trainer / sim agents): nothing real was measured
     capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
+    # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
+    episodes: list[EpisodeDetail] = []
+
+
+class EpisodeDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """One episode of a run without outer steps: its reward decomposition and its job's curve."""
+
+    episode_id: str
+    reward: RewardComputed | None
+    job_id: str
+    curve: JobCurve | None
 
 
 def step_stats(
@@ -250,7 +263,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
     """Read the run at ``run_dir`` (its events.jsonl and blobs/) into :class:`ReportData`."""
     root = Path(run_dir)
     if folder is None:
-        folder = RunFolder(root / "events.jsonl", extra=[AccountsProjection()])
+        folder = RunFolder(root / "events.jsonl", extra=[AccountsProjection(), JobCurvesProjection()])
         folder.catch_up()
     st: dict[str, Any] = folder.states
     episodes: dict[str, EpisodeState] = st["episodes"]
@@ -322,10 +335,26 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         job_failures=dict(sorted(errors.job_failures.items(), key=lambda kv: (-kv[1], kv[0]))),
         pods_lost=errors.counts.get("pod.lost", 0),
         requeues=errors.counts.get("job.requeued", 0),
-        scored=[r for e, r in sorted(rewards.items()) if e in training and r.outcome == "scored"],
+        # A run without outer steps (an `ait episode` run) has no batches: every scored episode counts.
+        scored=[r for e, r in sorted(rewards.items()) if (e in training or not steps) and r.outcome == "scored"],
+        episodes=[] if steps else _details(episodes, rewards, st.get("job_curves", {})),
         inner_trainer=st["run"].inner_trainer,
         learner_backend=st["run"].learner_backend,
         provider=st["run"].provider,
         standin=st["run"].standin,
         capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
     )
+
+
+def _details(
+    episodes: Mapping[str, EpisodeState], rewards: Mapping[str, RewardComputed], curves: Mapping[str, JobCurve]
+) -> list[EpisodeDetail]:
+    return [
+        EpisodeDetail(
+            episode_id=e,
+            reward=rewards.get(e),
+            job_id=ep.job_id,
+            curve=curves.get(ep.job_id) if ep.job_id else None,
+        )
+        for e, ep in sorted(episodes.items())
+    ]

@@ -11,8 +11,8 @@ import io
 from collections.abc import Sequence
 
 from engine.fmt import format_count, format_duration, format_hours, format_pct, format_score, format_ts, format_usd
-from handlers.reward.formula import post_for_csv
-from views.report.data import ReportData, StepStats
+from handlers.reward.formula import explain, post_for_csv
+from views.report.data import EpisodeDetail, ReportData, StepStats
 from views.watch.render import gpu_label
 
 __all__ = ["jobs_csv", "markdown", "steps_csv"]
@@ -224,8 +224,94 @@ def _errors(d: ReportData) -> list[str]:
     return out
 
 
+def _episode(ep: EpisodeDetail) -> list[str]:
+    """One episode of a run without outer steps: its reward, term by term, and its job's scores and curve."""
+    lines = [f"### {ep.episode_id}", ""]
+    rc = ep.reward
+    if rc is None:
+        lines += ["Not rewarded (yet): the episode or its job has not ended.", ""]
+    else:
+        lines += [
+            *_table(
+                ["term", "value", "weight", "weighted"],
+                [
+                    [
+                        "validation",
+                        format_score(rc.validation),
+                        f"{rc.w_validation:g}",
+                        format_score(rc.w_validation * rc.validation),
+                    ],
+                    [
+                        "quality",
+                        format_score(rc.quality, signed=True),
+                        f"{rc.w_quality:g}",
+                        format_score(rc.w_quality * rc.quality, signed=True),
+                    ],
+                    ["speed", format_score(rc.speed), f"{rc.w_speed:g}", format_score(rc.w_speed * rc.speed)],
+                    ["**reward**", "", "", f"**{format_score(rc.reward, signed=True)}**"],
+                ],
+                "lrrr",
+            ),
+            "",
+            explain(rc),
+            "",
+        ]
+    curve = ep.curve
+    if ep.job_id and curve is not None:
+        n = f"{curve.eval_n} hidden tasks" if curve.eval_n else "hidden tasks (n not recorded)"
+        best = f"; best_pre {format_score(rc.best_pre)}" if rc is not None and rc.best_pre is not None else ""
+        uplift = f"; uplift {format_score(rc.uplift, signed=True)}" if rc is not None and rc.uplift is not None else ""
+        lines += [
+            f"Job {ep.job_id}: pre {format_score(curve.pre)}, post {format_score(curve.post)}{best}{uplift}, "
+            f"each on {n}.",
+            "",
+        ]
+        if curve.stopped:
+            lines += [f"**Training was cut short: {curve.stopped}.**", ""]
+        if curve.points:
+            of = f" of {curve.total_steps}" if curve.total_steps else ""
+            lines += [
+                f"Training curve ({len(curve.points)} step(s){of}):",
+                "",
+                *_table(
+                    ["step", "mean reward", "loss"],
+                    [
+                        [str(p.step), format_score(p.reward), "-" if p.loss is None else f"{p.loss:.4f}"]
+                        for p in curve.points
+                    ],
+                    "rrr",
+                ),
+                "",
+            ]
+    elif ep.job_id:
+        lines += [f"Job {ep.job_id} has not started.", ""]
+    return lines
+
+
+def _episodes_markdown(d: ReportData, plots: Sequence[str]) -> str:
+    """The report of a run of single episodes (``ait episode``): no outer steps, so no per-step plots."""
+    lines = [f"# Run report: {d.run_id}", "", *_overview(d), ""]
+    lines += ["## Episodes", ""]
+    if "job_curves.png" in plots:
+        lines += ["![inner job training curves](job_curves.png)", ""]
+    for ep in d.episodes:
+        lines += _episode(ep)
+    costs = _costs(d)
+    # No outer steps, so the per-step table above "Settled spend" would be a header alone: start after it.
+    lines += [
+        "## Costs",
+        "",
+        *costs[costs.index("Settled spend by kind (the whole run, holdout and idle pods included):") :],
+        "",
+    ]
+    lines += ["## Errors", "", *_errors(d), ""]
+    return "\n".join(lines)
+
+
 def markdown(d: ReportData, plots: Sequence[str]) -> str:
     """The report; ``plots`` are the PNG file names written beside it."""
+    if d.episodes and not d.steps:
+        return _episodes_markdown(d, plots)
     wv, wq, ws = d.weights
 
     def img(name: str, alt: str) -> list[str]:

@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 from views.report.data import ReportData
 from views.watch.render import gpu_label
 
-__all__ = ["PLOTS", "write_plots"]
+__all__ = ["EPISODE_PLOTS", "PLOTS", "plots_for", "write_plots"]
 
 _DPI: Final = 110
 # Colour-blind-safe (Okabe-Ito).
@@ -282,6 +282,36 @@ def costs(d: ReportData, path: Path) -> None:
     fig.savefig(path, dpi=_DPI)
 
 
+def job_curves(d: ReportData, path: Path) -> None:
+    """Each episode job's training curve (mean reward per step) with its pre- and post-score."""
+    fig, (ax,) = _figure()
+    drawn = 0
+    for i, ep in enumerate(d.episodes):
+        curve = ep.curve
+        if curve is None or not curve.points:
+            continue
+        colour = _CYCLE[i % len(_CYCLE)]
+        xs = [p.step for p in curve.points if p.reward is not None]
+        ys = [p.reward for p in curve.points if p.reward is not None]
+        ax.plot(xs, ys, marker="o", color=colour, label=f"{ep.job_id}: train mean reward")
+        n = f" (n={curve.eval_n})" if curve.eval_n else ""
+        if curve.pre is not None:
+            ax.axhline(curve.pre, color=colour, linestyle=":", label=f"{ep.job_id}: pre {curve.pre:.3f}{n}")
+        if curve.post is not None:
+            ax.axhline(curve.post, color=colour, linestyle="--", label=f"{ep.job_id}: post {curve.post:.3f}{n}")
+        if curve.total_steps:
+            ax.set_xlim(0.5, max(curve.total_steps, max(xs, default=1)) + 0.5)
+        drawn += 1
+    ax.set_xlabel("inner training step")
+    ax.set_ylabel("reward (fraction correct)")
+    ax.set_ylim(0, 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle("Inner job: training reward per step; pre- and post-score on the hidden eval")
+    fig.savefig(path, dpi=_DPI)
+
+
 PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {
     "reward_per_step.png": reward_per_step,
     "rates.png": rates,
@@ -290,13 +320,23 @@ PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {
     "prime_rl_adoption.png": adoption,
     "costs.png": costs,
 }
+# A run of single episodes (``ait episode``: episodes, no outer steps) draws its jobs' curves instead of the
+# per-step plots above, which would be blank axes or one lonely point.
+EPISODE_PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {"job_curves.png": job_curves}
+
+
+def plots_for(d: ReportData) -> list[str]:
+    """The plots worth drawing for this run, by name."""
+    if d.steps or not d.episodes:
+        return list(PLOTS)
+    return [name for name in EPISODE_PLOTS if any(ep.curve is not None and ep.curve.points for ep in d.episodes)]
 
 
 def write_plots(d: ReportData, out: Path, on_done: Callable[[str], None] = lambda name: None) -> list[Path]:
-    """Draw every plot of :data:`PLOTS` into ``out``; returns their paths in order."""
+    """Draw the plots of :func:`plots_for` into ``out``; returns their paths in order."""
     paths = []
-    for name, draw in PLOTS.items():
-        draw(d, out / name)
+    for name in plots_for(d):
+        (PLOTS | EPISODE_PLOTS)[name](d, out / name)
         paths.append(out / name)
         on_done(name)
     return paths

@@ -22,7 +22,7 @@ from engine.fmt import (
 )
 from views.watch.view import DashboardView, StepRow
 
-__all__ = ["WIDE", "gpu_label", "render"]
+__all__ = ["WIDE", "gpu_label", "render", "step_of"]
 
 # Every string that comes from the log is wrapped in Text(...): rich would read "[prime_rl]" in a check's detail
 # as markup and drop it.
@@ -52,9 +52,18 @@ def _header(v: DashboardView) -> RenderableType:
     return t
 
 
+def step_of(step: int, total: int, sep: str = " of ") -> str:
+    """ "3 of 10"; never "3 of 2": a run resumed with a larger --max-steps went past the plan it started with."""
+    if not total:
+        return str(step)
+    if step > total:
+        return f"{step} (past the {total} planned at start)"
+    return f"{step}{sep}{total}"
+
+
 def _outer(v: DashboardView) -> RenderableType:
     lines: list[RenderableType] = []
-    of = f" of {v.planned_steps}" if v.planned_steps else ""
+    of = step_of(v.step, v.planned_steps)[len(str(v.step)) :]
     sampler = f"v{v.sampler_version}" if v.sampler_version >= 0 else "-"
     lines.append(Text(f"step {v.step}{of}  ·  sampler {sampler}  ·  LoRA steps {v.lora_steps}"))
     b = v.batch
@@ -191,7 +200,7 @@ def _queue(v: DashboardView) -> RenderableType:
         for name in ("job", "family", "model", "pod", "phase", "step", "elapsed", "reward"):
             t.add_column(name, justify="right" if name in ("step", "elapsed", "reward") else "left")
         for j in v.active_jobs:
-            step = f"{j.step}/{j.total_steps}" if j.total_steps else str(j.step)
+            step = step_of(j.step, j.total_steps, "/") if j.step <= j.total_steps else str(j.step)
             t.add_row(
                 *(Text(x) for x in (j.job_id, j.family, j.model, j.pod, j.phase)),
                 step,

@@ -385,3 +385,27 @@ async def test_random_pod_deaths_never_lose_or_duplicate_a_job(tmp_path: Path, s
     for job in jobs.values():  # a job fails only because its pods kept dying, and only after its last attempt
         assert job.status == "succeeded" or (job.reason == "pod_lost" and job.attempts == 4)
     assert provider.live() == []
+
+
+async def test_a_job_cut_short_says_so_before_its_outcome(tmp_path: Path) -> None:
+    from events import JobStoppedEarly
+    from handlers.ports.inner_trainer import JobResult
+
+    cut = JobResult(
+        job_id="", ok=True, pre=0.2, post=0.3, steps_done=4, steps_total=10, stop_reason="deadline", eval_n=200
+    )
+    full = msgspec.structs.replace(cut, steps_done=10, stop_reason="max_steps")
+    for result, expect_stop in ((full, False), (cut, True)):
+        world = World(tmp_path / str(expect_stop), FakeProvider(), trainer=lambda r=result: FakeInnerTrainer(result=r))
+        async with world.runtime() as rt:
+            await queue_jobs(rt, world.blobs, 1)
+            await world.dispatcher(rt).run()
+        kinds = [type(r.event).__name__ for r in world.records() if r.event.type.startswith("job.")]
+        (ok,) = world.events(JobSucceeded)
+        assert ok.metrics["eval_n"] == 200.0
+        if not expect_stop:
+            assert world.events(JobStoppedEarly) == []
+            continue
+        (stopped,) = world.events(JobStoppedEarly)
+        assert stopped.line() == "stopped at step 4 of 10: deadline"
+        assert kinds.index("JobStoppedEarly") == kinds.index("JobSucceeded") - 1

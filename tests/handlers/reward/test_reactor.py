@@ -72,3 +72,26 @@ def test_each_episode_gets_its_reward_from_its_outcome(tmp_path: Path) -> None:
     assert dead.quality == 0.0 and dead.job_failure == "oom"  # type: ignore[attr-defined]
     assert dead.reward == pytest.approx(0.35 * 0.5)  # type: ignore[attr-defined]
     assert nope.reward == -0.1  # type: ignore[attr-defined]
+
+
+def test_a_job_scored_on_another_number_of_tasks_than_best_pre_is_refused_and_says_why(tmp_path: Path) -> None:
+    queued = JobQueued(job_id="j1", episode_id="ep", family="calc_chain", base_model="Qwen/Qwen3-0.6B", bundle="b")
+
+    async def go(eval_n: float, where: str) -> tuple[dict[str, object], dict[str, str]]:
+        reactor = RewardReactor()
+        async with Runtime(tmp_path / where, default_projections()) as rt:
+            rt.start_reactor(reactor)
+            await rt.emit(BaselineFrozen(family="calc_chain", model="Qwen/Qwen3-0.6B", score=0.5, n=200))
+            for ev in (*_episode("ep", attempts=1, validated=True), queued):
+                await rt.emit(ev)
+            await rt.emit(JobSucceeded(job_id="j1", pre=0.47, post=0.47, train_seconds=1.0, metrics={"eval_n": eval_n}))
+            with anyio.move_on_after(1):
+                while not rt.state(RewardsProjection) and not reactor.refused:
+                    await anyio.sleep(0.01)
+            return dict(rt.state(RewardsProjection)), reactor.refused
+
+    rewards, refused = anyio.run(go, 200.0, "same")
+    assert "ep" in rewards and refused == {}  # the same n: rewarded (the check has something to pass)
+    rewards, refused = anyio.run(go, 32.0, "subset")
+    assert rewards == {}
+    assert "32 hidden tasks but best_pre on 200" in refused["ep"]

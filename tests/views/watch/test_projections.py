@@ -125,3 +125,11 @@ def test_every_dashboard_state_hashes_and_snapshots_like_the_runtime_needs() -> 
     assert len(state_hash(projections, states)) == 64
     for p in projections:
         assert p.encode_state(p.decode_state(p.encode_state(states[p.name]))) == p.encode_state(states[p.name])
+
+
+def test_a_step_never_reads_past_its_total() -> None:
+    from views.watch.render import step_of
+
+    assert step_of(2, 10) == "2 of 10"
+    assert step_of(2, 0) == "2"
+    assert step_of(3, 2) == "3 (past the 2 planned at start)"  # `ait resume --max-steps 3` on a 2-step run
