@@ -7,7 +7,9 @@ from ._base import EventBody, event
 __all__ = [
     "AgentTurnTaken",
     "CheckResult",
+    "EpisodeFinalChosen",
     "EpisodeFinished",
+    "EpisodeJobSubmitted",
     "EpisodeStarted",
     "SubmissionReceived",
     "SubmissionRejected",
@@ -29,6 +31,11 @@ class EpisodeStarted(EventBody, frozen=True, kw_only=True):
     spec: str = ""  # the task spec's name, e.g. "calc_chain_v1_fast"
     prompt_blob: str = ""  # the opening messages and tool schemas the agent was given
     max_attempts: int = 3
+    # A multi-job episode (the spec's ``episode`` table): up to max_jobs jobs within job_budget_usd and wall_s
+    # from this event's time. max_jobs 1 is the one-shot episode (the other two are then unused).
+    max_jobs: int = 1
+    job_budget_usd: float = 0.0
+    wall_s: float = 0.0
 
 
 @event("agent.turn_taken")
@@ -116,3 +123,29 @@ class EpisodeFinished(EventBody, frozen=True, kw_only=True):
     episode_id: str
     status: str  # "validated" | "rejected" | "no_submission" | "budget_refused" | "error"
     reason: str = ""
+
+
+@event("episode.job_submitted")
+class EpisodeJobSubmitted(EventBody, frozen=True, kw_only=True):
+    """A multi-job episode's validated submission became job ``job_id`` (its ``index``-th, from 1).
+
+    ``parent_job_id`` is the episode's previous job (the one this revises; "" for the first), so the jobs form a
+    chain the report draws as a tree. ``reserve_usd`` / ``reserve_s`` are the job's worst case, reserved against
+    the episode's budget (money, wall time) until the job's outcome settles it."""
+
+    episode_id: str
+    job_id: str
+    index: int
+    parent_job_id: str = ""
+    bundle: str  # blob hash of the job bundle (as in job.queued)
+    attempt: int = 0  # the submission that became this job
+    reserve_usd: float = 0.0
+    reserve_s: float = 0.0
+
+
+@event("episode.final_chosen")
+class EpisodeFinalChosen(EventBody, frozen=True, kw_only=True):
+    """The agent called ``finish(final_job_id)``: ``job_id``'s hidden post-score is the episode's quality."""
+
+    episode_id: str
+    job_id: str

@@ -15,10 +15,12 @@ from ._answer import SYSTEM_PROMPT, extract_answer, normalise_number, normalise_
 from ._base import Difficulty, Family, SolverStep, Task, ToolBox, ToolError
 from ._family import FamilyBase
 from ._schema import tool_schema
-from ._sets import dev_tasks, hidden_fingerprints, hidden_tasks
-from ._splits import DEV_SIZE, HIDDEN_SIZE, draw_disjoint, fingerprint, split_rng
+from ._sets import dev_eval_tasks, dev_tasks, hidden_fingerprints, hidden_tasks
+from ._splits import DEV_EVAL_SIZE, DEV_EVAL_START, DEV_SIZE, HIDDEN_SIZE, draw_disjoint, fingerprint, split_rng
 
 __all__ = [
+    "DEV_EVAL_SIZE",
+    "DEV_EVAL_START",
     "DEV_SIZE",
     "FAMILIES",
     "HELD_OUT_FAMILIES",
@@ -32,6 +34,7 @@ __all__ = [
     "Task",
     "ToolBox",
     "ToolError",
+    "dev_eval_tasks",
     "dev_tasks",
     "draw_disjoint",
     "extract_answer",

@@ -14,13 +14,21 @@ from collections.abc import Sequence
 import msgspec
 import torch
 
-from families import Family, Task, get_family, hidden_tasks
+from families import Family, Task, dev_eval_tasks, get_family, hidden_tasks
 
 from .episodes import Episode, run_episodes
 from .generate import SamplingParams
 from .model import Checkpoint
 
-__all__ = ["DEFAULT_MAX_TOKENS", "EVAL_TEMPERATURE", "ScoreReport", "eval_max_turns", "score_hidden", "score_tasks"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "EVAL_TEMPERATURE",
+    "ScoreReport",
+    "eval_max_turns",
+    "score_dev",
+    "score_hidden",
+    "score_tasks",
+]
 
 EVAL_TEMPERATURE = 1.0
 DEFAULT_MAX_TOKENS = 96  # per assistant turn; the longest reference tool call is well under half of this
@@ -91,4 +99,25 @@ def score_hidden(
     tasks = list(hidden_tasks(fam))[:limit]
     params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=eval_max_turns(fam))
+    return report
+
+
+def score_dev(
+    ckpt: Checkpoint,
+    family: str | Family,
+    *,
+    temperature: float = EVAL_TEMPERATURE,
+    top_p: float = 1.0,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    seed: int = 0,
+    limit: int | None = None,
+) -> ScoreReport:
+    """The model's score on the family's dev eval (``families.dev_eval_tasks``): what a multi-job episode's
+    ``job_result`` shows the agent. Same sampling as the hidden eval; the turn limit comes from the dev tasks'
+    own reference solutions, so nothing here reads the hidden set (or, in a sealed process, the key)."""
+    fam = get_family(family) if isinstance(family, str) else family
+    tasks = list(dev_eval_tasks(fam, limit))
+    max_turns = max(sum(s.tool is not None for s in fam.solve(t)) for t in tasks) + 3 if tasks else 3
+    params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=max_turns)
     return report
