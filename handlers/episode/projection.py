@@ -48,6 +48,7 @@ class EpisodeJob(msgspec.Struct, kw_only=True):
     parent_job_id: str = ""
     bundle: str = ""
     attempt: int = 0
+    base_model: str = ""
     queued: bool = False  # its job.queued is in the log (a resumed episode queues the ones without)
     reserve_usd: float = 0.0
     reserve_s: float = 0.0
@@ -236,7 +237,7 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
     def _queued(self, s: dict[str, EpisodeState], e: JobQueued) -> dict[str, EpisodeState]:
         ep = s.get(e.episode_id)
         if ep is not None and e.job_id in ep.jobs:
-            ep.jobs[e.job_id].queued = True
+            ep.jobs[e.job_id].queued, ep.jobs[e.job_id].base_model = True, e.base_model
         elif ep is not None and ep.max_jobs <= 1:  # a multi-job episode's jobs are in ep.jobs
             ep.job_id, ep.job_model, ep.job_time_budget_s = e.job_id, e.base_model, e.time_budget_s
         return s
