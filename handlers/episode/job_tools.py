@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from handlers.episode.projection import EpisodeJob, EpisodeState
 
-__all__ = ["DONE", "job_result_text", "job_status_text", "jobs_summary", "lookup"]
+__all__ = ["DONE", "agent_id", "job_result_text", "job_status_text", "jobs_summary", "lookup"]
 
 DONE = ("succeeded", "failed")
 _CURVE_POINTS = 50  # a longer curve is thinned to about this many points (the last step always shown)
@@ -20,11 +20,17 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def agent_id(job: EpisodeJob) -> str:
+    """The id the agent knows a job by: ``job-<index>``, local to its episode (the run's id is never shown)."""
+    return f"job-{job.index}"
+
+
 def lookup(ep: EpisodeState, job_id: str) -> EpisodeJob | str:
-    """The episode's job, or the message for an id it does not own (other episodes' jobs included)."""
-    job = ep.jobs.get(job_id)
+    """The episode's job named ``job-<index>``, or the message for any other id: an id of another episode's
+    job (or the run-wide id of its own) names nothing here."""
+    job = next((j for j in ep.jobs.values() if agent_id(j) == job_id), None)
     if job is None:
-        known = ", ".join(ep.jobs) or "none yet"
+        known = ", ".join(agent_id(j) for j in ep.jobs.values()) or "none yet"
         return f"error: no job {job_id!r} in this episode (your jobs: {known})"
     return job
 
@@ -37,7 +43,7 @@ def job_status_text(ep: EpisodeState, job_id: str) -> str:
     job = lookup(ep, job_id)
     if isinstance(job, str):
         return job
-    lines = [f"job {job.job_id}: {_phase(job)}"]
+    lines = [f"{agent_id(job)}: {_phase(job)}"]
     if job.total_steps or job.step:
         lines.append(f"step {job.step} of {job.total_steps or '?'}")
     recent = [p.reward for p in job.curve[-5:] if p.reward is not None]
@@ -53,8 +59,8 @@ def job_result_text(ep: EpisodeState, job_id: str) -> str:
     if isinstance(job, str):
         return job
     if job.status not in DONE:
-        return f"job {job.job_id} has not finished ({_phase(job)}); call wait_for_jobs or job_status"
-    lines = [f"job {job.job_id}: {job.status}" + (f" ({job.failure}: {job.detail})" if job.failure else "")]
+        return f"{agent_id(job)} has not finished ({_phase(job)}); call wait_for_jobs or job_status"
+    lines = [f"{agent_id(job)}: {job.status}" + (f" ({job.failure}: {job.detail})" if job.failure else "")]
     if job.status == "succeeded":
         lines.append(f"dev-split score: before training {_num(job.dev_pre)}, after training {_num(job.dev_post)}")
         lines.append(f"training took {job.train_seconds:.1f}s")

@@ -55,7 +55,7 @@ from handlers.budget.rules import BudgetGate, BudgetRefused
 from handlers.episode.bundle import bundle_files, make_bundle
 from handlers.episode.job_budget import admit_job
 from handlers.episode.job_config import JobConfig, JobConfigError, load_job_config, parse_job_config
-from handlers.episode.job_tools import DONE, job_result_text, job_status_text, jobs_summary, lookup
+from handlers.episode.job_tools import DONE, agent_id, job_result_text, job_status_text, jobs_summary, lookup
 from handlers.episode.projection import EpisodesProjection, EpisodeState
 from handlers.episode.resume import NUDGE, PendingSubmit, ResumePoint
 from handlers.episode.tools import FINISH, run_tool, tool_schemas
@@ -457,7 +457,8 @@ class EpisodeRunner:
             outcome.jobs.append(job_id)
         left = setup.spec.episode.max_jobs - len(outcome.jobs) if setup.spec.episode else 0
         return (
-            f"Job validated on attempt {attempt} and queued as {job_id} ({left} more job(s) allowed). It runs while "
+            f"Job validated on attempt {attempt} and queued as job-{self._episode(setup).jobs[job_id].index} "
+            f"({left} more job(s) allowed). It runs while "
             "you work: use job_status, wait_for_jobs and job_result, then finish(final_job_id).",
             True,
         )
@@ -489,10 +490,11 @@ class EpisodeRunner:
         elif name == "job_result":
             text = job_result_text(ep, args["job_id"])
         elif name == "wait_for_jobs":
-            ids = list(args.get("job_ids") or ep.jobs)
-            unknown = [j for j in ids if j not in ep.jobs]
-            if unknown:
-                return str(lookup(ep, unknown[0])), False
+            found_jobs = [lookup(ep, j) for j in args.get("job_ids") or [agent_id(j) for j in ep.jobs.values()]]
+            refused = next((f for f in found_jobs if isinstance(f, str)), None)
+            if refused is not None:
+                return refused, False
+            ids = [j.job_id for j in found_jobs if not isinstance(j, str)]
             deadline = ep.started_ts + ep.wall_s - self.rt.clock.now()
             cap = max(0.0, min(float(args.get("timeout_s", setup.wait_cap_s)), setup.wait_cap_s, deadline))
 
@@ -502,17 +504,16 @@ class EpisodeRunner:
 
             with anyio.move_on_after(cap):
                 await self.rt.wait_until(done)
-            text = jobs_summary(self._episode(setup), ids)
+            text = jobs_summary(self._episode(setup), [agent_id(self._episode(setup).jobs[j]) for j in ids])
         else:
             assert name == FINISH
-            job_id = args["final_job_id"]
-            found = lookup(ep, job_id)
+            found = lookup(ep, args["final_job_id"])
             if isinstance(found, str):
                 return found, False
             if not ep.final_job:
-                await self.rt.emit(EpisodeFinalChosen(episode_id=setup.episode_id, job_id=job_id))
-            outcome.status, outcome.final_job = "finished", job_id
-            text = f"Episode finished; final job {job_id}."
+                await self.rt.emit(EpisodeFinalChosen(episode_id=setup.episode_id, job_id=found.job_id))
+            outcome.status, outcome.final_job = "finished", found.job_id
+            text = f"Episode finished; final job {agent_id(found)}."
         return text, not text.startswith("error:")
 
     async def _record_file(self, episode_id: str, path: str, data: bytes) -> None:

@@ -88,7 +88,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     ),
 ]
 
-_JOB_ID = {"type": "string", "description": "a job id returned by submit_job, e.g. 'ep-0-job-1'"}
+_JOB_ID = {"type": "string", "description": "a job id returned by submit_job, e.g. 'job-1'"}
 
 MULTI_TOOL_SCHEMAS: list[dict[str, Any]] = [
     *[t for t in TOOL_SCHEMAS if t["function"]["name"] != SUBMIT_JOB],
