@@ -22,7 +22,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,9 +32,9 @@ import msgspec
 import structlog
 
 from adapters.pod.tokens import TOKEN_ENV
-from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, ProvisionError
+from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, ProvisionError
 
-__all__ = ["LocalProvider", "default_agent_command"]
+__all__ = ["LocalProvider"]
 
 log = structlog.get_logger("adapters.local_provider")
 
@@ -51,11 +50,6 @@ class _Record(msgspec.Struct, kw_only=True):
     pid: int = 0
     start_ticks: int = -1  # the process's start time in clock ticks (Linux): guards against pid reuse
     terminated: bool = False
-
-
-def default_agent_command() -> list[str]:
-    """``ait pod-agent`` as this interpreter runs it."""
-    return [sys.executable, "-m", "cli", "pod-agent"]
 
 
 def _start_ticks(pid: int) -> int:
@@ -101,11 +95,11 @@ class LocalProvider:
 
     def __init__(
         self,
+        command: Sequence[str],
         state_dir: Path | str,
         *,
         trainer: str = "standin",
         trainer_options: Mapping[str, str] | None = None,
-        command: Sequence[str] | None = None,
         idle_exit_s: float = 1800.0,
         term_grace_s: float = 3.0,
         usd_per_hour: float = 0.0,
@@ -113,7 +107,8 @@ class LocalProvider:
         self.state_dir = Path(state_dir)
         self.trainer = trainer
         self.trainer_options = dict(trainer_options or {})
-        self.command = list(command or default_agent_command())
+        # ``ait pod-agent`` as the composition root starts it (the CLI passes it in: no module path by string here)
+        self.command = list(command)
         self.idle_exit_s = idle_exit_s
         self.term_grace_s = term_grace_s
         self.usd_per_hour = usd_per_hour

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_baselines_path(args.inner)
     try:
         if args.key_fingerprint is None:
-            from families._key import key_fingerprint
+            from families import key_fingerprint
 
             # The hidden sets derive from the installation key: scores frozen under another key are meaningless.
             args.key_fingerprint = key_fingerprint()
@@ -213,7 +213,7 @@ async def _freeze(
 def _print_summary(
     result: Any, families: list[str], models: list[str], scored: list[tuple[str, str]], out: Path
 ) -> None:
-    from handlers.reward.baselines import best_pre
+    from handlers.reward.baseline_projection import best_pre
 
     table = {f: {m: e.score for m, e in ms.items()} for f, ms in result.scores.items()}
     lines = [f"baselines v{result.version} ({result.inner}) in {out}; scored now: {len(scored)}"]

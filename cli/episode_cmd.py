@@ -12,32 +12,18 @@ import argparse
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 from rich.console import Console
 
+from cli.episode_wiring import EpisodeDeps
+from cli.options import EpisodeOptions
 from handlers.episode.projection import EpisodesProjection
 from handlers.reward.projection import RewardsProjection
 
-__all__ = ["EpisodeDeps", "register", "run_episode"]
-
-# A job runner drains the run's queue until the given job has an outcome event in the log.
-JobRunner = Callable[[Any, str], Awaitable[None]]
-
-
-@dataclass
-class EpisodeDeps:
-    """The concrete adapters, chosen by the CLI (tests inject fakes)."""
-
-    policy: Any  # handlers.ports.policy.AgentPolicy
-    validator: Any  # handlers.ports.validator.Validator
-    job_runner: JobRunner | None  # None: stop after validation
-    baselines: dict[str, dict[str, float]]
-    ran_on: dict[str, str]  # what each part ran on, printed at the end
+__all__ = ["register", "run_episode"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -61,12 +47,34 @@ def _new_run_id() -> str:
     return f"ep-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
+def options(args: argparse.Namespace) -> EpisodeOptions:
+    """The typed options of one ``ait episode`` (a bad ``--trainer-opt`` raises ValueError naming it)."""
+    from adapters.pod.trainers import parse_options
+
+    return EpisodeOptions(
+        task=args.task,
+        runs_root=str(args.runs_root),
+        agent=args.agent,
+        base_url=args.base_url,
+        run_id=args.run_id,
+        seed=args.seed,
+        max_attempts=args.max_attempts,
+        max_turns=args.max_turns,
+        episode_budget_usd=args.episode_budget_usd,
+        run_budget_usd=args.run_budget_usd,
+        no_job=args.no_job,
+        trainer=args.trainer,
+        trainer_options=parse_options(args.trainer_opt),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from cli.episode_wiring import default_deps
 
     console = Console(highlight=False, soft_wrap=True)
     try:
-        deps = default_deps(args)
+        opts = options(args)
+        deps = default_deps(opts)
     except (ValueError, OSError, RuntimeError) as exc:
         console.print(f"[red]ait episode:[/red] {exc}")
         return 2
@@ -75,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.runs_root) / (args.run_id or _new_run_id())
     # Structured logs go to the run's logs.jsonl; the console keeps only warnings (the command prints its own).
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
-    return anyio.run(run_episode, args, deps, run_dir, console)
+    return anyio.run(run_episode, opts, deps, run_dir, console)
 
 
-async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
+async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, console: Console) -> int:
     from engine.blobs import BlobStore
     from engine.runtime import Runtime
     from families.spec import load_spec
@@ -88,6 +96,7 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
     from handlers.episode.runner import EpisodeRunner, EpisodeSetup
     from handlers.episode.setup import opening_messages, template_files
     from handlers.registry import default_projections
+    from handlers.reward.baselines import scores_of
     from handlers.reward.formula import RewardConfig, explain
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
@@ -123,7 +132,7 @@ async def run_episode(args: argparse.Namespace, deps: EpisodeDeps, run_dir: Path
             workspace=run_dir / "episodes" / episode_id / "workspace",
             initial_files=files,
             messages=opening_messages(spec, files),
-            baselines=deps.baselines.get(spec.family, {}),
+            baselines=scores_of(deps.baselines).get(spec.family, {}),
             max_turns=args.max_turns,
             max_attempts=args.max_attempts,
         )

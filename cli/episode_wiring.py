@@ -6,14 +6,31 @@ sandboxed probe, local subprocess pods running the embedded CPU trainer, and the
 
 from __future__ import annotations
 
-import argparse
 import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.episode_cmd import EpisodeDeps
+from cli.options import EpisodeOptions, WorkerOptions
+from events import BaselineFrozen
 
-__all__ = ["REPO", "default_deps", "make_policy"]
+__all__ = ["REPO", "EpisodeDeps", "JobRunner", "default_deps", "make_policy"]
+
+# A job runner drains the run's queue until the given job has an outcome event in the log.
+JobRunner = Callable[[Any, str], Awaitable[None]]
+
+
+@dataclass
+class EpisodeDeps:
+    """The concrete adapters, chosen by the CLI (tests inject fakes)."""
+
+    policy: Any  # handlers.ports.policy.AgentPolicy
+    validator: Any  # handlers.ports.validator.Validator
+    job_runner: JobRunner | None  # None: stop after validation
+    baselines: list[BaselineFrozen]  # what the run's rewards compare with, as frozen (with n and key)
+    ran_on: dict[str, str]  # what each part ran on, printed at the end
+
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORIES = REPO / "fixtures" / "trajectories"
@@ -42,23 +59,23 @@ def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str
     raise ValueError(f"unknown --agent {agent!r}: use scripted, scripted:PATH or openai:MODEL")
 
 
-def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], str]:
-    from families._key import key_fingerprint
-    from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
+def _baselines(trainer: str, family: str) -> tuple[list[BaselineFrozen], str]:
+    from families import key_fingerprint
+    from handlers.reward.baselines import BaselinesError, default_baselines_path, frozen_events, scores_of
 
     if trainer not in INNER_OF:
-        return {}, "none frozen (a succeeded job cannot be scored for uplift)"
+        return [], "none frozen (a succeeded job cannot be scored for uplift)"
     path = default_baselines_path(INNER_OF[trainer])
     fingerprint = key_fingerprint()
     try:
-        frozen = load_baselines(path, key_fingerprint=fingerprint) if path.exists() else {}
+        frozen = frozen_events(path, key_fingerprint=fingerprint) if path.exists() else []
     except BaselinesError as exc:
         # Baselines frozen under another installation key scored other hidden sets: refuse them, loudly.
         raise SystemExit(
             f"ait episode: {exc}\nThe eval key changed since these baselines were frozen: re-freeze them with "
             f"`ait baselines --inner {INNER_OF[trainer]} --force`, or restore the key file they were frozen under."
         ) from None
-    if not frozen.get(family):
+    if not scores_of(frozen).get(family):
         # The tiny CPU bases score a family's hidden eval in well under a minute: freeze them on first use
         # (the hidden sets are this machine's own, from its key, so no committed file could hold them).
         frozen = _freeze_cpu_baselines(path, family, fingerprint)
@@ -66,14 +83,14 @@ def _baselines(trainer: str, family: str) -> tuple[dict[str, dict[str, float]], 
     return frozen, str(path)
 
 
-def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str, dict[str, float]]:
+def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> list[BaselineFrozen]:
     import asyncio
     import datetime as dt
     import sys
 
     from cli.baselines_cmd import cpu_score_fn
     from families.spec import BASE_MODELS
-    from handlers.reward.baselines import freeze_baselines, load_baselines
+    from handlers.reward.baselines import freeze_baselines, frozen_events
 
     sys.stderr.write(f"ait episode: no CPU baseline for {family} under this eval key yet: freezing it ({path})\n")
     asyncio.run(
@@ -87,21 +104,21 @@ def _freeze_cpu_baselines(path: Path, family: str, fingerprint: str) -> dict[str
             key_fingerprint=fingerprint,
         )
     )
-    return load_baselines(path, key_fingerprint=fingerprint)
+    return frozen_events(path, key_fingerprint=fingerprint)
 
 
-def default_deps(args: argparse.Namespace) -> EpisodeDeps:
+def default_deps(args: EpisodeOptions) -> EpisodeDeps:
     from adapters.probe import ProbeValidator
     from families.spec import load_spec
 
     spec = load_spec(args.task)
     policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
     validator = ProbeValidator()
-    baselines, baselines_desc = ({}, "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
+    baselines, baselines_desc = ([], "not needed (--no-job)") if args.no_job else _baselines(args.trainer, spec.family)
     # A job whose uplift cannot be scored is not worth running: without a frozen baseline for this family the
     # episode stops after validation and says how to get one (the job stays queued in the log).
     no_job_reason = "--no-job was given" if args.no_job else ""
-    if not no_job_reason and not baselines.get(spec.family):
+    if not no_job_reason and not any(b.family == spec.family for b in baselines):
         no_job_reason = (
             f"the {args.trainer} trainer has no frozen baseline to score a job's uplift against (its scores are "
             f"not hidden-eval scores), so the episode stops here: drain the queued job with "
@@ -119,9 +136,7 @@ def default_deps(args: argparse.Namespace) -> EpisodeDeps:
         from handlers.budget.prices import load_prices
         from handlers.fleet.policy import FleetConfig
 
-        ns = argparse.Namespace(
-            provider="local", trainer=args.trainer, trainer_opt=list(args.trainer_opt), image="", once=True
-        )
+        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=args.trainer_options, once=True)
         config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
         run_dir = RunDir(rt.directory)
         async with worker_ports(ns, run_dir, config) as (provider, agent, _where):

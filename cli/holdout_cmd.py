@@ -121,7 +121,7 @@ async def holdout(
     from handlers.budget.prices import load_prices
     from handlers.budget.rules import BudgetGate
     from handlers.registry import default_projections
-    from handlers.reward.formula import RewardConfig
+    from handlers.reward.baselines import given_events
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
     from handlers.training import TaskRef
@@ -131,9 +131,11 @@ async def holdout(
     ledger = CostsLedger(cfg.budget.ledger)
     validator, validator_desc = make_validator(cfg)
     async with Runtime(run_dir, default_projections()) as rt:
-        rt.start_reactor(RewardReactor(RewardConfig()))
+        rt.start_reactor(RewardReactor(cfg.reward))
         rt.start_reactor(LedgerReactor(ledger))
-        await open_run(rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=cfg.baselines)
+        await open_run(
+            rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=given_events(cfg.baselines)
+        )
         missing_baselines(rt, [family])
         backend = make_backend(cfg, run_dir, trajectory=trajectory)
         ran_on = {**backend.ran_on, "validation": validator_desc}

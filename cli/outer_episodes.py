@@ -77,7 +77,7 @@ class OuterEpisodes:
 
     def _setup(self, episode_id: str, task: TaskRef, version: int, group_id: str) -> EpisodeSetup:
         spec, spec_json = self._spec(task.family)
-        files = template_files(spec, max_attempts=self.cfg.episode.max_attempts)
+        files = template_files(spec, max_attempts=self.cfg.episode.max_attempts, reward=self.cfg.reward)
         return EpisodeSetup(
             episode_id=episode_id,
             task_id=task.task_id,

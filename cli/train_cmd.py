@@ -19,17 +19,13 @@ crash-resume test's way to die at an exact event boundary.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
-
-KILL_ENV = "AIT_KILL_AFTER_SEQ"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -100,14 +96,3 @@ def _go(what: str, cfg: Any, run_dir: Path, max_steps: int | None) -> int:
     except TrainFailed as exc:
         sys.stderr.write(f"ait {what}: {exc}\n")
         return 1
-
-
-def kill_after(seq: int) -> Any:
-    """A reactor that SIGKILLs this process once event ``seq`` is durable (tests: ``AIT_KILL_AFTER_SEQ``)."""
-
-    async def reactor(rt: Any, stream: Any) -> None:
-        async for rec in stream:
-            if rec.seq >= seq:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    return reactor

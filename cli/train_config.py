@@ -17,6 +17,12 @@ Tables:
 - ``[inner]``: ``provider = "local"``, ``trainer`` (a pod trainer name, e.g. ``standin``), ``trainer_options``.
 - ``[fleet]``: :class:`handlers.fleet.policy.FleetConfig` (default: ``ladder = ["local"]``, 2 pods).
 - ``[budget]``: :class:`handlers.budget.rules.BudgetConfig` (the ledger defaults to ``<runs-root>/costs.jsonl``).
+- ``[reward]``: :class:`handlers.reward.formula.RewardConfig`: the weights (``w_validation``, ``w_quality``,
+  ``w_speed``), ``validation_decay``, the quality split and the no-submission reward (docs/reward.md). Every
+  ``reward.computed`` event records the values it used, so ``ait replay`` shows them and ``--verify`` recomputes
+  with them.
+- ``[wandb]``: :class:`adapters.wandb_sink.WandbConfig` (``project``, ``entity``, ``mode``, ``dir``, ``tags``):
+  the live W&B sink during ``ait train`` (docs/observability.md); off without the table.
 - ``[baselines.<family>]``: ``"<model>" = best_pre`` frozen scores, when no baselines file has them (the
   standin trainer's scores are made up: so are the baselines a smoke config gives for it).
 """
@@ -29,8 +35,10 @@ from typing import Any
 
 import msgspec
 
+from adapters.wandb_sink import WandbConfig
 from handlers.budget.rules import BudgetConfig
 from handlers.fleet.policy import FleetConfig
+from handlers.reward.formula import RewardConfig
 from handlers.training import ConfigError, OuterConfig, parse_config
 
 __all__ = ["AgentTable", "BackendTable", "EpisodeTable", "InnerTable", "RunConfig", "RunTable", "load_run_config"]
@@ -98,6 +106,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     budget: BudgetConfig
     baselines: dict[str, dict[str, float]]
     raw: dict[str, Any]  # the file as parsed: recorded in run.started
+    reward: RewardConfig = RewardConfig()
+    wandb: WandbConfig | None = None  # None: no live W&B sink
+    # the file as parsed: recorded in run.started
 
     def spec_path(self, family: str) -> Path:
         p = Path(self.episode.task_spec.format(family=family))
@@ -115,7 +126,7 @@ _TABLES: dict[str, type[msgspec.Struct]] = {
     "episode": EpisodeTable,
     "inner": InnerTable,
 }
-_KNOWN = {*_TABLES, "outer", "fleet", "budget", "baselines"}
+_KNOWN = {*_TABLES, "outer", "fleet", "budget", "baselines", "reward", "wandb"}
 
 
 def _table(doc: dict[str, Any], name: str, source: str) -> dict[str, Any]:
@@ -144,6 +155,8 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
         if runs_root is not None:
             budget_table.setdefault("ledger", str(runs_root / "costs.jsonl"))
         budget = BudgetConfig.from_mapping(budget_table, source=source)
+        reward = RewardConfig.from_mapping(_table(doc, "reward", source), source=source)
+        wandb = WandbConfig.from_mapping(_table(doc, "wandb", source), source=source) if "wandb" in doc else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     baselines: dict[str, dict[str, float]] = {}
@@ -153,7 +166,17 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
         ):
             raise ConfigError(f"{source}: [baselines.{family}] must map model names to scores in [0, 1]")
         baselines[family] = {str(k): float(v) for k, v in scores.items()}
-    cfg = RunConfig(source=source, outer=outer, fleet=fleet, budget=budget, baselines=baselines, raw=doc, **parts)
+    cfg = RunConfig(
+        source=source,
+        outer=outer,
+        fleet=fleet,
+        budget=budget,
+        baselines=baselines,
+        raw=doc,
+        reward=reward,
+        wandb=wandb,
+        **parts,
+    )
     if cfg.agent.kind == "tinker" and cfg.backend.kind != "tinker":
         raise ConfigError(f"{source}: [agent] kind = 'tinker' needs [backend] kind = 'tinker'")
     if cfg.backend.kind == "tinker" and cfg.agent.kind != "tinker":

@@ -9,7 +9,6 @@ and every pod terminated, ``run.finished`` is recorded and the summary printed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import os
@@ -20,8 +19,9 @@ import anyio
 import structlog
 from rich.console import Console
 
+from cli.crash_hook import KILL_ENV, kill_after
+from cli.options import WorkerOptions
 from cli.outer_episodes import OuterEpisodes
-from cli.train_cmd import KILL_ENV, kill_after
 from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
@@ -30,7 +30,7 @@ from engine.log import read_log
 from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
-from events import Recorded, RunFinished
+from events import BaselineFrozen, Recorded, RunFinished
 from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.prices import load_prices
 from handlers.budget.rules import BudgetGate
@@ -38,7 +38,7 @@ from handlers.episode.resume import episode_histories
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.registry import default_projections
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
-from handlers.reward.formula import RewardConfig
+from handlers.reward.baselines import merge_events
 from handlers.reward.reactor import RewardReactor
 from handlers.run.start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
@@ -53,16 +53,16 @@ class TrainFailed(Exception):
     """The run cannot go on; the message says why and where."""
 
 
-def _worker_args(cfg: RunConfig) -> argparse.Namespace:
-    opts = [f"{k}={v}" for k, v in sorted(cfg.inner.trainer_options.items())]
-    return argparse.Namespace(provider=cfg.inner.provider, trainer=cfg.inner.trainer, trainer_opt=opts, image="")
+def _worker_options(cfg: RunConfig) -> WorkerOptions:
+    # ait train starts local pods only (InnerTable refuses any other provider)
+    return WorkerOptions(provider="local", trainer=cfg.inner.trainer, trainer_options=dict(cfg.inner.trainer_options))
 
 
 @contextlib.asynccontextmanager
 async def fleet_running(rt: Runtime, cfg: RunConfig, ran_on: dict[str, str]) -> AsyncIterator[None]:
     """The run's dispatcher on local pods for the duration of the block; then the queued jobs are drained
     (validated episodes of cancelled groups too) and every pod is terminated."""
-    args = _worker_args(cfg)
+    args = _worker_options(cfg)
     rd = RunDir(rt.directory)
     async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
         ran_on["jobs"] = where
@@ -79,11 +79,15 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     target = max_steps if max_steps is not None else cfg.outer.max_steps
     ledger = CostsLedger(cfg.budget.ledger)
-    rewarder = RewardReactor(RewardConfig())
+    rewarder = RewardReactor(cfg.reward)
     validator, validator_desc = make_validator(cfg)
     async with Runtime(run_dir, default_projections()) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
+        if cfg.wandb is not None:
+            from adapters.wandb_sink import WandbSink, wandb_reactor
+
+            rt.start_reactor(wandb_reactor(WandbSink(cfg.wandb, rt.run_id, run_config=cfg.raw)))
         if os.environ.get(KILL_ENV):
             rt.start_reactor(kill_after(int(os.environ[KILL_ENV])))
         header = {"command": "train", "config_file": cfg.source, "config": cfg.raw, "steps": target}
@@ -141,23 +145,22 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None) -> int:
 BASELINES_OF_TRAINER = {"cpu": "cpu", "prime_rl": "gpu"}
 
 
-def run_baselines(cfg: RunConfig) -> dict[str, dict[str, float]]:
-    """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key), with
-    the config's ``[baselines.<family>]`` tables taking precedence where given."""
-    from families._key import key_fingerprint
-    from handlers.reward.baselines import BaselinesError, default_baselines_path, load_baselines
+def run_baselines(cfg: RunConfig) -> list[BaselineFrozen]:
+    """best_pre scores for the run: the frozen file of the inner trainer (under this machine's eval key, each
+    with the n it was measured on), with the config's ``[baselines.<family>]`` tables taking precedence."""
+    from families import key_fingerprint
+    from handlers.reward.baselines import BaselinesError, default_baselines_path, frozen_events, given_events
 
-    merged: dict[str, dict[str, float]] = {}
+    from_file: list[BaselineFrozen] = []
     inner = BASELINES_OF_TRAINER.get(cfg.inner.trainer)
     if inner is not None:
         path = default_baselines_path(inner)
         if path.exists():
             try:
-                merged.update(load_baselines(path, key_fingerprint=key_fingerprint()))
+                from_file = frozen_events(path, key_fingerprint=key_fingerprint())
             except BaselinesError as exc:
                 raise TrainFailed(f"{exc}; re-freeze with `ait baselines --inner {inner} --force`") from None
-    merged.update(cfg.baselines)
-    return merged
+    return merge_events(from_file, given_events(cfg.baselines))
 
 
 def missing_baselines(rt: Runtime, families: list[str]) -> None:

@@ -69,10 +69,24 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         sys.stderr.write(f"ait worker: {exc}\n")
         return 2
-    from cli.worker_wiring import WorkerSetupError, run_worker
+    from adapters.pod.trainers import parse_options
+    from cli.options import WorkerOptions
+    from cli.worker_wiring import WorkerSetupError, default_ladder, run_worker
 
     try:
-        summary = anyio.run(run_worker, args, run_dir, _config)
+        opts = WorkerOptions(
+            provider=args.provider,
+            trainer=args.trainer,
+            trainer_options=parse_options(args.trainer_opt),
+            image=args.image,
+            once=args.once,
+        )
+        config = _config(args, default_ladder(opts.provider))
+    except ValueError as exc:
+        sys.stderr.write(f"ait worker: {exc}\n")
+        return 2
+    try:
+        summary = anyio.run(run_worker, opts, run_dir, config)
     except WorkerSetupError as exc:
         sys.stderr.write(f"ait worker: {exc}\n")
         return 2

@@ -5,17 +5,16 @@ Only this module (and the CLI around it) names concrete adapters; the dispatcher
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
 
 from adapters.pod.tokens import TOKEN_ENV, PodTokens
-from adapters.provider import PodSpec, Provider, ProviderAuthError
+from cli.options import ProviderName, WorkerOptions
 from engine.rundir import RunDir
 from engine.runtime import Runtime
 from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
@@ -26,14 +25,28 @@ from handlers.fleet.policy import SEED_LADDER, FleetConfig
 from handlers.fleet.projection import FleetProjection
 from handlers.fleet.queue import QueueProjection
 from handlers.ports.pod_agent import PodAgent
+from handlers.ports.provider import PodSpec, Provider, ProviderAuthError
 
-__all__ = ["WorkerSetupError", "dispatch", "dispatch_ports", "fleet_projections", "run_worker", "worker_ports"]
+__all__ = [
+    "POD_AGENT_COMMAND",
+    "WorkerSetupError",
+    "default_ladder",
+    "dispatch",
+    "dispatch_ports",
+    "fleet_projections",
+    "run_worker",
+    "worker_ports",
+]
 
 log = structlog.get_logger("ait.worker")
 
 #: What a Runpod pod runs: the agent on the proxied port, its token from the environment. The image carries
 #: ait and the pinned trainer stack; the pins travel as AIT_PIN_* variables and are recorded in pod.requested.
 RUNPOD_START = "ait pod-agent --host 0.0.0.0 --port 8000 --token-env " + TOKEN_ENV + " --trainer {trainer}"
+
+
+#: What a local pod runs: ``ait pod-agent`` under this interpreter (the local provider is handed this command).
+POD_AGENT_COMMAND = (sys.executable, "-m", "cli", "pod-agent")
 
 
 class WorkerSetupError(Exception):
@@ -81,24 +94,26 @@ def _spec_factory(kind: str, config: FleetConfig, image: str, trainer: str) -> S
 
 @contextlib.asynccontextmanager
 async def worker_ports(
-    args: argparse.Namespace, run_dir: RunDir, config: FleetConfig
+    opts: WorkerOptions, run_dir: RunDir, config: FleetConfig
 ) -> AsyncIterator[tuple[Provider, PodAgent, str]]:
     """The provider, the pod-agent client, and a one-line description of where pods run."""
-    from adapters.pod.trainers import parse_options
-
-    if args.provider == "local":
+    if opts.provider == "local":
         from adapters.local_provider import LocalProvider
         from adapters.pod.client import HttpPodAgent
 
-        opts = parse_options(args.trainer_opt)
-        provider = LocalProvider(run_dir.root.parent / ".local-pods", trainer=args.trainer, trainer_options=opts)
+        provider = LocalProvider(
+            POD_AGENT_COMMAND,
+            run_dir.root.parent / ".local-pods",
+            trainer=opts.trainer,
+            trainer_options=opts.trainer_options,
+        )
         async with HttpPodAgent() as agent:
-            yield provider, agent, f"local subprocess pods (trainer {args.trainer})"
-    elif args.provider == "runpod":
+            yield provider, agent, f"local subprocess pods (trainer {opts.trainer})"
+    elif opts.provider == "runpod":
         from adapters.pod.client import HttpPodAgent
         from adapters.runpod import RunpodProvider
 
-        if not args.image:
+        if not opts.image:
             raise WorkerSetupError("--provider runpod needs --image (a container image with ait installed)")
         try:
             runpod = RunpodProvider.from_env()
@@ -106,7 +121,7 @@ async def worker_ports(
             raise WorkerSetupError(str(exc)) from None
         try:
             async with HttpPodAgent(timeout_s=60.0) as agent:
-                yield runpod, agent, f"Runpod pods ({args.image})"
+                yield runpod, agent, f"Runpod pods ({opts.image})"
         finally:
             await runpod.aclose()
     else:
@@ -130,35 +145,33 @@ def _check_prices(prices: PriceTable, config: FleetConfig) -> None:
             raise WorkerSetupError(f"fleet ladder: {exc}") from None
 
 
-async def run_worker(
-    args: argparse.Namespace, run_dir: RunDir, make_config: Callable[[argparse.Namespace, tuple[str, ...]], Any]
-) -> DispatchSummary:
+def default_ladder(provider: ProviderName) -> tuple[str, ...]:
+    """The GPU types a provider's pods are asked for when no ladder is given."""
+    if provider == "local":
+        return ("local",)
+    if provider == "runpod":
+        return SEED_LADDER
     from adapters.sim import DEFAULT_LADDER
 
-    default_ladder = {
-        "local": ("local",),
-        "runpod": SEED_LADDER,
-        "sim": tuple(g.gpu_type for g in DEFAULT_LADDER),
-    }[args.provider]
-    try:
-        config: FleetConfig = make_config(args, default_ladder)
-    except ValueError as exc:
-        raise WorkerSetupError(str(exc)) from None
+    return tuple(g.gpu_type for g in DEFAULT_LADDER)
+
+
+async def run_worker(opts: WorkerOptions, run_dir: RunDir, config: FleetConfig) -> DispatchSummary:
     prices = load_prices()
     _check_prices(prices, config)
     out = sys.stdout
-    tag = "[SIMULATED] " if args.provider == "sim" else ""
+    tag = "[SIMULATED] " if opts.provider == "sim" else ""
     # The ports first: a credentials or configuration problem is reported before the run's log is opened.
-    async with worker_ports(args, run_dir, config) as (provider, agent, where):
+    async with worker_ports(opts, run_dir, config) as (provider, agent, where):
         out.write(
             f"{tag}ait worker: run {run_dir.run_id} on {where}; ladder {', '.join(config.ladder)}; "
-            f"max {config.max_pods} pods{'; until the queue is empty' if args.once else ''}\n"
+            f"max {config.max_pods} pods{'; until the queue is empty' if opts.once else ''}\n"
         )
         out.flush()
         async with Runtime(run_dir.root, fleet_projections()) as rt:
             if not isinstance(rt.state(BudgetProjection), BudgetState) or rt.state(BudgetProjection).run_cap is None:
                 log.warning("worker.no_run_budget", run=run_dir.run_id)
-            summary = await dispatch(rt, run_dir, args, config, prices, provider, agent)
+            summary = await dispatch(rt, run_dir, opts, config, prices, provider, agent)
     out.write(
         f"{tag}ait worker: {summary.status}: {summary.succeeded} succeeded, {summary.failed} failed, "
         f"{summary.waiting} waiting{': ' + summary.message if summary.message else ''}\n"
@@ -170,7 +183,7 @@ async def run_worker(
 def dispatch_ports(
     rt: Runtime,
     run_dir: RunDir,
-    args: argparse.Namespace,
+    opts: WorkerOptions,
     config: FleetConfig,
     prices: PriceTable,
     provider: Provider,
@@ -183,7 +196,7 @@ def dispatch_ports(
         gate=BudgetGate.for_runtime(rt, prices),
         blobs=run_dir.blobs,
         tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
-        spec_for=_spec_factory(args.provider, config, args.image, args.trainer),
+        spec_for=_spec_factory(opts.provider, config, opts.image, opts.trainer),
         eval_packages=eval_packages(),
     )
 
@@ -191,7 +204,7 @@ def dispatch_ports(
 async def dispatch(
     rt: Runtime,
     run_dir: RunDir,
-    args: argparse.Namespace,
+    opts: WorkerOptions,
     config: FleetConfig,
     prices: PriceTable,
     provider: Provider,
@@ -200,8 +213,8 @@ async def dispatch(
     """Run the dispatcher inside an open runtime (whose projections include the queue and the fleet)."""
     from handlers.fleet.dispatcher import Dispatcher
 
-    ports = dispatch_ports(rt, run_dir, args, config, prices, provider, agent)
+    ports = dispatch_ports(rt, run_dir, opts, config, prices, provider, agent)
     try:
-        return await Dispatcher(rt, ports, config, once=args.once).run()
+        return await Dispatcher(rt, ports, config, once=opts.once).run()
     except DispatcherFatal as exc:
         raise WorkerSetupError(str(exc)) from None

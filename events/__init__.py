@@ -16,6 +16,7 @@ from ._base import (
     event,
     event_class,
     registered_types,
+    unregister,
     upcaster,
     upcasters_for,
 )
@@ -156,6 +157,7 @@ __all__ = [
     "event",
     "event_class",
     "registered_types",
+    "unregister",
     "upcaster",
     "upcasters_for",
 ]

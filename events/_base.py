@@ -92,6 +92,13 @@ def upcaster(name: str, *, from_version: int) -> Callable[[Upcaster], Upcaster]:
     return register
 
 
+def unregister(name: str) -> None:
+    """Forget an event type and its upcasters (for types a test defines for itself; a real type stays)."""
+    _TYPES.pop(name, None)
+    for key in [k for k in _UPCASTERS if k[0] == name]:
+        del _UPCASTERS[key]
+
+
 def event_class(name: str) -> type[EventBody]:
     try:
         return _TYPES[name]

@@ -14,6 +14,9 @@ import inspect
 from ._answer import SYSTEM_PROMPT, extract_answer, normalise_number, normalise_text
 from ._base import Difficulty, Family, SolverStep, Task, ToolBox, ToolError
 from ._family import FamilyBase
+from ._key import ENV_VAR as EVAL_KEY_ENV
+from ._key import SEAL_VAR as EVAL_KEY_SEAL_ENV
+from ._key import EvalKeyError, EvalKeySealed, current_key, key_fingerprint
 from ._schema import tool_schema
 from ._sets import dev_eval_tasks, dev_tasks, hidden_fingerprints, hidden_tasks
 from ._splits import DEV_EVAL_SIZE, DEV_EVAL_START, DEV_SIZE, HIDDEN_SIZE, draw_disjoint, fingerprint, split_rng
@@ -22,18 +25,23 @@ __all__ = [
     "DEV_EVAL_SIZE",
     "DEV_EVAL_START",
     "DEV_SIZE",
+    "EVAL_KEY_ENV",
+    "EVAL_KEY_SEAL_ENV",
     "FAMILIES",
     "HELD_OUT_FAMILIES",
     "HIDDEN_SIZE",
     "SYSTEM_PROMPT",
     "TRAINING_FAMILIES",
     "Difficulty",
+    "EvalKeyError",
+    "EvalKeySealed",
     "Family",
     "FamilyBase",
     "SolverStep",
     "Task",
     "ToolBox",
     "ToolError",
+    "current_key",
     "dev_eval_tasks",
     "dev_tasks",
     "draw_disjoint",
@@ -42,6 +50,7 @@ __all__ = [
     "get_family",
     "hidden_fingerprints",
     "hidden_tasks",
+    "key_fingerprint",
     "normalise_number",
     "normalise_text",
     "split_rng",

@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import structlog
 
-from families._base import Task
+from families import Task
 
 from ._policies import NonsensePolicy, Policy, ReferencePolicy
 from ._server import OpenAIServer

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import msgspec
 import structlog
 
-from families._base import Family, SolverStep, Task
+from families import Family, SolverStep, Task
 
 from ._protocol import ChatRequest, Reply, ToolCall
 

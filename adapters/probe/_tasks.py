@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import families
-from families._key import key_fingerprint
+from families import key_fingerprint
 
 from ._contamination import NEAR_JACCARD, HiddenShingles, near_duplicates
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import msgspec
 
-from adapters.provider import (
+from handlers.ports.provider import (
     InvalidPodRequest,
     ProviderAuthError,
     ProviderUnavailable,

@@ -16,8 +16,8 @@ import httpx
 import msgspec
 import structlog
 
-from adapters.provider import ProviderUnavailable
 from adapters.retry import RetryPolicy, parse_retry_after
+from handlers.ports.provider import ProviderUnavailable
 
 from ._errors import error_text
 from ._secret import ApiKey

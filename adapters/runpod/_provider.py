@@ -1,4 +1,4 @@
-"""The Runpod implementation of the :class:`~adapters.provider.Provider` port (REST v2, async httpx).
+"""The Runpod implementation of the :class:`~handlers.ports.provider.Provider` port (REST v2, async httpx).
 
 REST v2 places exactly one GPU type per create and never falls back, so ladder walking stays with the
 dispatcher: a capacity refusal surfaces as :class:`StockOut` and the caller tries the next rung.
@@ -19,7 +19,7 @@ import anyio
 import httpx
 import structlog
 
-from adapters.provider import PodInfo, PodSpec, PodState, ProviderAuthError, ProviderUnavailable, find_orphans
+from handlers.ports.provider import PodInfo, PodSpec, PodState, ProviderAuthError, ProviderUnavailable, find_orphans
 
 from ._catalog import GpuOffer, WireGpuList, WireGpuType, offer
 from ._errors import error_for

@@ -11,7 +11,7 @@ import re
 
 import msgspec
 
-from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState
+from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodState
 
 __all__ = [
     "PROXY_URL",

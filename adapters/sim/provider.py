@@ -1,4 +1,4 @@
-"""A simulated compute provider behind the real :class:`~adapters.provider.Provider` port (SIMULATED).
+"""A simulated compute provider behind the real :class:`~handlers.ports.provider.Provider` port (SIMULATED).
 
 Pods exist only in memory: they boot after a sampled latency, may die after an exponential lifetime,
 and creates can fail with :class:`StockOut` per the simulated market. Time comes from an injected
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
-from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, StockOut
+from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, Provider, StockOut
 
 from .catalog import DEFAULT_LADDER, SimGpu, StockProcess
 

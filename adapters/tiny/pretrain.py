@@ -34,8 +34,7 @@ import torch
 from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
-from families import FAMILIES, get_family
-from families._key import current_key
+from families import FAMILIES, current_key, get_family
 
 from .chat import SPECIAL_TOKENS, TEXT_TOKENS, render_text
 from .model import MODEL_SPECS, Checkpoint, ModelSpec, build_model, grow_model, load_checkpoint, save_checkpoint

@@ -1,8 +1,8 @@
 """What the dispatcher and its effect tasks share: the run, the ports, the config, and atomic emits.
 
-Effects go through ports only: the compute :class:`~adapters.provider.Provider`, the
+Effects go through ports only: the compute :class:`~handlers.ports.provider.Provider`, the
 :class:`~handlers.ports.pod_agent.PodAgent`, the :class:`~handlers.budget.rules.BudgetGate` and the blob store.
-(The provider port module depends on nothing but msgspec; it is imported from ``adapters.provider``,
+(The provider port module depends on nothing but msgspec; it is imported from ``handlers.ports.provider``,
 where the provider helper defined it.)
 """
 

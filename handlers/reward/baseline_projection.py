@@ -6,6 +6,8 @@ the log alone (``replay --verify``) even if the baselines file changes later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from engine.projection import Projection, handles
 from events import BaselineFrozen
 
@@ -25,7 +27,7 @@ class BaselinesProjection(Projection[dict[str, dict[str, float]]]):
         return s
 
 
-def best_pre(state: dict[str, dict[str, float]], family: str) -> float | None:
+def best_pre(state: Mapping[str, Mapping[str, float]], family: str) -> float | None:
     """The best untrained model's frozen score on ``family``, or None when nothing was frozen for it."""
     scores = state.get(family)
     return max(scores.values()) if scores else None

@@ -26,7 +26,6 @@ import msgspec
 
 from engine.atomic import write_atomic
 from events import BaselineFrozen
-from handlers.reward.baseline_projection import best_pre as _best_pre
 
 __all__ = [
     "FORMAT",
@@ -35,12 +34,15 @@ __all__ = [
     "BaselinesFile",
     "ScoreFn",
     "baseline_events",
-    "best_pre",
     "default_baselines_path",
     "freeze_baselines",
+    "frozen_events",
+    "given_events",
     "load_baselines",
     "load_baselines_file",
+    "merge_events",
     "missing_pairs",
+    "scores_of",
     "write_baselines",
 ]
 
@@ -99,20 +101,52 @@ def load_baselines_file(path: Path | str) -> BaselinesFile:
     return out
 
 
-def load_baselines(path: Path | str, *, key_fingerprint: str | None = None) -> dict[str, dict[str, float]]:
-    """``{family: {model: score}}`` from a baselines file; with ``key_fingerprint``, refuse another key's."""
+def _load_checked(path: Path | str, key_fingerprint: str | None) -> BaselinesFile:
     f = load_baselines_file(path)
     if key_fingerprint is not None and f.key_fingerprint != key_fingerprint:
         raise BaselinesError(
             f"{path}: frozen under key {f.key_fingerprint or '(none)'!r}, not the current {key_fingerprint!r}: "
             "the hidden eval sets differ, so these baselines are invalid; re-freeze with `ait baselines --force`"
         )
+    return f
+
+
+def load_baselines(path: Path | str, *, key_fingerprint: str | None = None) -> dict[str, dict[str, float]]:
+    """``{family: {model: score}}`` from a baselines file; with ``key_fingerprint``, refuse another key's."""
+    f = _load_checked(path, key_fingerprint)
     return {family: {m: e.score for m, e in models.items()} for family, models in f.scores.items()}
 
 
-def best_pre(baselines: Mapping[str, Mapping[str, float]], family: str) -> float | None:
-    """The best untrained model's frozen score on ``family`` (None when none was frozen)."""
-    return _best_pre({k: dict(v) for k, v in baselines.items()}, family)
+def frozen_events(path: Path | str, *, key_fingerprint: str) -> list[BaselineFrozen]:
+    """The file's scores as the events a run copies into its log: each with the ``n`` it was measured on and the
+    key it was frozen under. Refuses a file frozen under another key (:func:`load_baselines`)."""
+    return baseline_events(_load_checked(path, key_fingerprint))
+
+
+def given_events(scores: Mapping[str, Mapping[str, float]]) -> list[BaselineFrozen]:
+    """Scores given by hand (a run config's ``[baselines.<family>]``): ``n = 0`` and no key say "not measured"."""
+    return [
+        BaselineFrozen(family=family, model=model, score=float(score), n=0)
+        for family in sorted(scores)
+        for model, score in sorted(scores[family].items())
+    ]
+
+
+def scores_of(events: Sequence[BaselineFrozen]) -> dict[str, dict[str, float]]:
+    """``{family: {model: score}}``; a later event for the same pair replaces an earlier one."""
+    out: dict[str, dict[str, float]] = {}
+    for e in events:
+        out.setdefault(e.family, {})[e.model] = e.score
+    return out
+
+
+def merge_events(*sources: Sequence[BaselineFrozen]) -> list[BaselineFrozen]:
+    """One event per (family, model), later sources taking precedence, in a fixed order."""
+    merged: dict[tuple[str, str], BaselineFrozen] = {}
+    for source in sources:
+        for e in source:
+            merged[(e.family, e.model)] = e
+    return [merged[k] for k in sorted(merged)]
 
 
 def baseline_events(f: BaselinesFile) -> list[BaselineFrozen]:

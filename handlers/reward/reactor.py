@@ -112,7 +112,8 @@ class RewardReactor:
         if episode_id in rt.state(RewardsProjection):
             return None  # already rewarded (a resumed run replays its outcome events)
         ep: EpisodeState = rt.state(EpisodesProjection)[episode_id]
-        best = best_pre(rt.state(BaselinesProjection), ep.family)
+        frozen = rt.state(BaselinesProjection)
+        best = best_pre(frozen, ep.family)
         if isinstance(job, JobSucceeded) and best is None:
             log.error("reward.no_baseline", family=ep.family, episode_id=episode_id)
             return None

@@ -9,7 +9,7 @@ baselines the run uses are copied into its log once, so rewards recompute from t
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,13 @@ async def open_run(
     config: Mapping[str, Any],
     budget: BudgetConfig,
     ledger: CostsLedger,
-    baselines: Mapping[str, Mapping[str, float]],
+    baselines: Sequence[BaselineFrozen],
     key_fingerprint: str = "",
-    n_baseline: int = 200,
 ) -> bool:
-    """Emit the run's header events; returns True when this resumed an existing run."""
+    """Emit the run's header events; returns True when this resumed an existing run.
+
+    ``baselines`` are the frozen scores the run's rewards use, as the baselines file (or the run config) gives
+    them, each with its ``n`` and key fingerprint; one already in the log with the same score is not repeated."""
     resumed = rt.next_seq > 0
     if resumed:
         await rt.emit(
@@ -79,14 +81,9 @@ async def open_run(
         await BudgetGate.for_runtime(rt).settle_orphans()
         ledger.sync(rt.run_id, read_log(rt.log.path).records)
     frozen: dict[str, dict[str, float]] = rt.state(BaselinesProjection)
-    for family in sorted(baselines):
-        for model, score in sorted(baselines[family].items()):
-            if frozen.get(family, {}).get(model) != score:
-                await rt.emit(
-                    BaselineFrozen(
-                        family=family, model=model, score=score, n=n_baseline, key_fingerprint=key_fingerprint
-                    )
-                )
+    for e in sorted(baselines, key=lambda e: (e.family, e.model)):
+        if frozen.get(e.family, {}).get(e.model) != e.score:
+            await rt.emit(e)
     return resumed
 
 

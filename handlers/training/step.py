@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from events._base import EventBody
+from events import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
 from handlers.ports.learner import LearnerPort
 from handlers.training.advantages import group_advantages

@@ -13,9 +13,10 @@ import pytest
 from adapters.local_provider import LocalProvider
 from adapters.pod.client import HttpPodAgent
 from adapters.pod.tokens import TOKEN_ENV, PodTokens, read_token_file
-from adapters.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, pod_name
+from cli.worker_wiring import POD_AGENT_COMMAND
 from handlers.episode.bundle import make_bundle
 from handlers.ports.pod_agent import AgentAuthError, JobSubmission
+from handlers.ports.provider import InvalidPodRequest, PodInfo, PodSpec, PodState, pod_name
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,7 +62,10 @@ def record_pid(provider: LocalProvider, provider_id: str) -> int:
 
 async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its_group(tmp_path: Path) -> None:
     provider = LocalProvider(
-        tmp_path / "pods", trainer="tests.fakes.inner:make_trainer", trainer_options={"seconds": "30", "steps": "1"}
+        POD_AGENT_COMMAND,
+        tmp_path / "pods",
+        trainer="tests.fakes.inner:make_trainer",
+        trainer_options={"seconds": "30", "steps": "1"},
     )
     provider.trainer_options["spawn_child"] = "1"
     name = pod_name("runA", "p0")
@@ -100,7 +104,7 @@ async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its
     assert [p.provider_id for p in listed] == [created.provider_id]
 
     # A second provider object (a restarted controller) sees the same pods.
-    restarted = LocalProvider(tmp_path / "pods")
+    restarted = LocalProvider(POD_AGENT_COMMAND, tmp_path / "pods")
     assert [p.provider_id for p in await restarted.list_pods("ait-runA-")] == [created.provider_id]
 
     await restarted.terminate_pod(created.provider_id)
@@ -115,7 +119,7 @@ async def test_a_pod_is_an_authenticated_agent_found_by_name_and_killed_with_its
 
 
 async def test_a_pod_that_dies_reports_failed(tmp_path: Path) -> None:
-    provider = LocalProvider(tmp_path / "pods")
+    provider = LocalProvider(POD_AGENT_COMMAND, tmp_path / "pods")
     created = await provider.create_pod(spec(), pod_name("r", "p0"))
     await wait_running(provider, created.provider_id)
     os.killpg(record_pid(provider, created.provider_id), 9)
@@ -128,7 +132,9 @@ async def test_a_pod_that_dies_reports_failed(tmp_path: Path) -> None:
 
 async def test_a_spec_without_a_token_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidPodRequest, match=TOKEN_ENV):
-        await LocalProvider(tmp_path).create_pod(PodSpec(gpu_type="local", image="x"), pod_name("r", "p0"))
+        await LocalProvider(POD_AGENT_COMMAND, tmp_path).create_pod(
+            PodSpec(gpu_type="local", image="x"), pod_name("r", "p0")
+        )
 
 
 def test_pod_tokens_are_per_pod_and_stable_across_processes(tmp_path: Path) -> None:
@@ -177,7 +183,7 @@ async def test_a_pod_whose_pid_was_never_recorded_is_still_found_and_killed(tmp_
     """A controller killed between spawning an agent and recording its pid leaves no unkillable orphan."""
     import json
 
-    provider = LocalProvider(tmp_path / "pods")
+    provider = LocalProvider(POD_AGENT_COMMAND, tmp_path / "pods")
     created = await provider.create_pod(spec(), pod_name("r", "p0"))
     await wait_running(provider, created.provider_id)
     pid = record_pid(provider, created.provider_id)
@@ -186,7 +192,7 @@ async def test_a_pod_whose_pid_was_never_recorded_is_still_found_and_killed(tmp_
     (pod_dir / "pod.json").write_text(json.dumps({**record, "pid": 0, "start_ticks": -1}))
     (pod_dir / "agent.json").unlink()  # not even the agent's own note: only its command line is left
 
-    restarted = LocalProvider(tmp_path / "pods")
+    restarted = LocalProvider(POD_AGENT_COMMAND, tmp_path / "pods")
     info = await restarted.get_pod(created.provider_id)
     assert info is not None and info.state is PodState.PENDING  # alive, URL unknown
     await restarted.terminate_pod(created.provider_id)

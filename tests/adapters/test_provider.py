@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.provider import (
+from adapters.runpod import RunpodProvider
+from handlers.ports.provider import (
     InvalidPodRequest,
     PodSpec,
     Provider,
@@ -19,7 +20,6 @@ from adapters.provider import (
     pod_name,
     run_prefix,
 )
-from adapters.runpod import RunpodProvider
 
 run_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,20}\Z")
 pod_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_]{0,10}\Z")

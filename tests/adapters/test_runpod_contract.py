@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.provider import InvalidPodRequest, PodSpec, PodState
 from adapters.runpod import PROXY_URL, Availability, RunpodProvider, status_to_state
+from handlers.ports.provider import InvalidPodRequest, PodSpec, PodState
 from tests.adapters import runpod_contract as rc
 
 KEY = "rpa_CONTRACTTESTKEY0000000000"
@@ -205,7 +205,7 @@ async def test_pod_status_variants_of_the_example_all_parse() -> None:
 
 
 async def test_error_examples_from_the_spec_are_classified() -> None:
-    from adapters.provider import ProviderAuthError, ProviderUnavailable
+    from handlers.ports.provider import ProviderAuthError, ProviderUnavailable
 
     responses = rc.spec()["components"]["responses"]
 

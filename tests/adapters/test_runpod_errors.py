@@ -8,7 +8,8 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from adapters.provider import (
+from adapters.runpod import API_KEY_ENV, ApiKey, Availability, GpuOffer, RetryPolicy, RunpodProvider, in_stock
+from handlers.ports.provider import (
     InvalidPodRequest,
     PodSpec,
     ProviderAuthError,
@@ -18,7 +19,6 @@ from adapters.provider import (
     StockOut,
     pod_name,
 )
-from adapters.runpod import API_KEY_ENV, ApiKey, Availability, GpuOffer, RetryPolicy, RunpodProvider, in_stock
 from tests.adapters import runpod_contract as rc
 
 KEY = "rpa_SUPERSECRET_7f3c9a1b2d4e"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.provider import PodSpec, ProviderUnavailable
 from adapters.runpod import RetryPolicy, RunpodProvider, parse_retry_after
+from handlers.ports.provider import PodSpec, ProviderUnavailable
 from tests.adapters import runpod_contract as rc
 
 KEY = "rpa_RETRYTESTKEY"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.provider import (
+from adapters.sim import SimGpu, SimProvider, StockProcess
+from handlers.ports.provider import (
     InvalidPodRequest,
     PodSpec,
     PodState,
@@ -15,7 +16,6 @@ from adapters.provider import (
     pod_name,
     run_prefix,
 )
-from adapters.sim import SimGpu, SimProvider, StockProcess
 
 OK = SimGpu(gpu_type="ok", usd_per_hour=3.6)
 OUT = SimGpu(gpu_type="out", usd_per_hour=1.0, stockout_fraction=1.0)

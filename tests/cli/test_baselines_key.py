@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cli import episode_wiring, main
-from families._key import ENV_VAR, key_fingerprint
+from families import EVAL_KEY_ENV as ENV_VAR
+from families import key_fingerprint
 from families.spec import BASE_MODELS
 from handlers.reward.baselines import default_baselines_path
 from tests.fakes import fake_cpu_baselines

@@ -140,3 +140,41 @@ def test_a_run_without_a_run_cap_resumes(tmp_path: Path, capsys: pytest.CaptureF
     assert "2 learner step(s) applied" in capsys.readouterr().out
     budget = replay(tmp_path / "u" / "events.jsonl", default_projections()).states["budget"]
     assert budget.run_cap is None
+
+
+def test_reward_and_wandb_tables_reach_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`[reward]` changes the weights every reward.computed records (and replay --verify recomputes with them);
+    `[wandb]` in offline mode writes a W&B run while `ait train` runs."""
+    config = tmp_path / "weighted.toml"
+    wandb_dir = tmp_path / "wandb-files"
+    config.write_text(
+        SMOKE.read_text()
+        + "\n[reward]\nw_validation = 0.5\nw_quality = 0.45\nw_speed = 0.05\nvalidation_decay = 0.8\n"
+        + f"\n[wandb]\nproject = 'ait-test'\nmode = 'offline'\ndir = '{wandb_dir}'\n"
+    )
+    runs = ["--runs-root", str(tmp_path)]
+    assert main([*runs, "train", "--config", str(config), "--run-id", "w", "--max-steps", "1"]) == 0
+    log = tmp_path / "w" / "events.jsonl"
+    rewards = [json.loads(line)["body"] for line in log.read_text().splitlines() if '"reward.computed"' in line]
+    assert rewards and {(r["w_validation"], r["w_quality"], r["validation_decay"]) for r in rewards} == {
+        (0.5, 0.45, 0.8)
+    }
+    capsys.readouterr()
+    assert main([*runs, "replay", "w", "--verify"]) == 0, capsys.readouterr().out
+    runs_written = list((wandb_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert runs_written and runs_written[0].stat().st_size > 0
+
+
+def test_reward_and_wandb_tables_are_validated(tmp_path: Path) -> None:
+    for edit, needle in [
+        ("[reward]\nw_quality = 'high'\n", "reward.w_quality"),
+        ("[reward]\nvalidation_decay = 0\n", "reward.validation_decay"),
+        ("[reward]\nweight = 1\n", "[reward] has unknown key(s) ['weight']"),
+        ("[wandb]\nmode = 'offline'\n", "project"),
+        ("[wandb]\nproject = 'p'\nmode = 'sometimes'\n", "wandb.mode"),
+    ]:
+        path = tmp_path / "bad.toml"
+        path.write_text(SMOKE.read_text() + "\n" + edit)
+        with pytest.raises(ConfigError) as info:
+            load_run_config(path)
+        assert str(path) in str(info.value) and needle in str(info.value), (edit, str(info.value))

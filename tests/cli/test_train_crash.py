@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.train_cmd import KILL_ENV
+from cli.crash_hook import KILL_ENV
 from engine.log import read_log
 from tests.cli.train_digest import duplicates, trained_digest
 

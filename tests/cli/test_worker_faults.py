@@ -24,7 +24,7 @@ import pytest
 from adapters.local_provider import LocalProvider
 from adapters.pod.client import HttpPodAgent
 from adapters.pod.tokens import PodTokens
-from adapters.provider import PodState, run_prefix
+from cli.worker_wiring import POD_AGENT_COMMAND
 from engine.blobs import BlobStore
 from engine.log import read_log
 from engine.runtime import Runtime
@@ -45,6 +45,7 @@ from handlers.fleet.context import Ports
 from handlers.fleet.dispatcher import Dispatcher
 from handlers.fleet.policy import FleetConfig
 from handlers.fleet.projection import FleetProjection
+from handlers.ports.provider import PodState, run_prefix
 from tests.fakes.fleet import StockOutProvider
 from tests.handlers.fleet.fleet_world import projections, queue_jobs, spec
 
@@ -112,7 +113,7 @@ def assert_no_pod_left(runs: Path, run_id: str) -> None:
     records = pod_records(runs)
     assert records, "no pod was ever started"
     assert [r["pid"] for r in records if pid_alive(r["pid"])] == []
-    listed = anyio.run(LocalProvider(runs / ".local-pods").list_pods, run_prefix(run_id))
+    listed = anyio.run(LocalProvider(POD_AGENT_COMMAND, runs / ".local-pods").list_pods, run_prefix(run_id))
     assert {p.state for p in listed} == {PodState.GONE}
 
 
@@ -180,7 +181,9 @@ def test_a_controller_killed_mid_dispatch_resumes_without_losing_or_repeating_a_
 
 async def test_stock_out_on_the_first_rung_uses_the_next_with_local_pods(tmp_path: Path) -> None:
     ladder = ("NVIDIA RTX A5000", "NVIDIA A40")
-    local = LocalProvider(tmp_path / "pods", trainer="standin", trainer_options={"steps": "2", "step_s": "0.05"})
+    local = LocalProvider(
+        POD_AGENT_COMMAND, tmp_path / "pods", trainer="standin", trainer_options={"steps": "2", "step_s": "0.05"}
+    )
     provider = StockOutProvider(local, out={"NVIDIA RTX A5000"})
     config = FleetConfig(max_pods=1, ladder=ladder, tick_s=0.05, ready_timeout_s=30.0)
     async with HttpPodAgent() as agent, Runtime(tmp_path / "r3", projections(), run_id="r3") as rt:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import engine.log
 from engine.log import LogCorrupted, read_log, recover_log, scan_log
 from engine.replay import replay
-from events import EventBody, Recorded, _base, event, upcaster
+from events import EventBody, Recorded, event, unregister, upcaster
 from events.codec import RecordCodec, encode_record
 from tests.engine.spine_model import JobsProjection, MoneyProjection, body_for
 
@@ -132,8 +132,7 @@ def gadget() -> Iterator[type[EventBody]]:
     try:
         yield GadgetMade
     finally:
-        del _base._TYPES[name]
-        del _base._UPCASTERS[(name, 1)]
+        unregister(name)
 
 
 def test_old_schema_lines_between_blocks_are_upcast(tmp_path: Path, gadget: type[Any]) -> None:

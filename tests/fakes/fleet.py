@@ -1,4 +1,4 @@
-"""A fake compute provider at the :class:`~adapters.provider.Provider` port, and a stock-out wrapper.
+"""A fake compute provider at the :class:`~handlers.ports.provider.Provider` port, and a stock-out wrapper.
 
 :class:`FakeProvider` keeps pods in memory (URL ``fake://<id>``) and can be told which GPU types are out of
 stock, which errors to raise next, and to kill a pod. :class:`StockOutProvider` wraps any provider (the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from adapters.provider import PodInfo, PodSpec, PodState, Provider, ProvisionError, StockOut
+from handlers.ports.provider import PodInfo, PodSpec, PodState, Provider, ProvisionError, StockOut
 
 __all__ = ["FakeProvider", "StockOutProvider"]
 

@@ -13,8 +13,7 @@ from adapters.tiny.generate import SamplingParams
 from adapters.tiny.model import FIXTURE_DIR, MODEL_SPECS, load_checkpoint
 from adapters.tiny.scorer import eval_max_turns, score_hidden, score_tasks
 from adapters.tiny.server import TinyServer
-from families import SYSTEM_PROMPT, get_family, hidden_tasks
-from families._key import current_key
+from families import SYSTEM_PROMPT, current_key, get_family, hidden_tasks
 
 
 def _built(*names: str) -> bool:

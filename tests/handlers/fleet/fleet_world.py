@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from adapters.pod.inproc import InProcessAgents
-from adapters.provider import PodSpec, Provider
 from engine.blobs import BlobStore
 from engine.log import read_log
 from engine.runtime import Runtime
@@ -22,6 +21,7 @@ from handlers.fleet.policy import FleetConfig
 from handlers.fleet.projection import FleetProjection
 from handlers.fleet.queue import QueueProjection
 from handlers.ports.inner_trainer import InnerTrainer
+from handlers.ports.provider import PodSpec, Provider
 from tests.fakes.inner import FakeInnerTrainer
 
 RUN = "r1"

@@ -11,7 +11,6 @@ import anyio
 import msgspec
 import pytest
 
-from adapters.provider import PodState, ProviderAuthError, pod_name
 from events import (
     CostRefused,
     CostReleased,
@@ -36,6 +35,7 @@ from handlers.budget.rules import BudgetProjection
 from handlers.fleet.dispatcher import DispatcherFatal
 from handlers.fleet.projection import LIVE, FleetProjection
 from handlers.fleet.queue import QueueProjection
+from handlers.ports.provider import PodState, ProviderAuthError, pod_name
 from tests.fakes.fleet import FakeProvider
 from tests.fakes.inner import FakeInnerTrainer
 from tests.handlers.fleet.fleet_world import FAST, RUN, World, budget, prices, queue_jobs

@@ -9,17 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.log import read_log
 from engine.runtime import Runtime
 from events import BaselineFrozen
-from handlers.reward.baseline_projection import BaselinesProjection
+from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.baselines import (
     BaselineEntry,
     BaselinesError,
     baseline_events,
-    best_pre,
     freeze_baselines,
+    frozen_events,
+    given_events,
     load_baselines,
     load_baselines_file,
+    merge_events,
 )
 
 
@@ -165,3 +168,34 @@ def test_bad_files_name_the_file(tmp_path: Path, text: str, error: str) -> None:
 @given(st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(0, 1), min_size=1))
 def test_best_pre_is_the_max_frozen_score(scores: dict[str, float]) -> None:
     assert best_pre({"fam": scores}, "fam") == max(scores.values())
+
+
+async def test_a_run_records_each_baseline_with_its_measured_n_and_key(tmp_path: Path) -> None:
+    """open_run copies the file's entries as they were frozen (n, key fingerprint), not made-up values; a score
+    given in a run config is marked as not measured (n = 0, no key) and takes precedence."""
+    from handlers.budget.costs_ledger import CostsLedger
+    from handlers.budget.rules import BudgetConfig, BudgetProjection
+    from handlers.run.start import open_run
+
+    path = tmp_path / "cpu.json"
+
+    class Scorer(FakeScorer):
+        async def __call__(self, family: str, model: str) -> BaselineEntry:
+            return BaselineEntry(score=self.scores[(family, model)], n=64, sampling="T=1", seconds=0.1)
+
+    await freeze(path, Scorer(SCORES), key_fingerprint="fp-1")
+    with pytest.raises(BaselinesError, match="fp-1"):
+        frozen_events(path, key_fingerprint="fp-2")
+    events = merge_events(frozen_events(path, key_fingerprint="fp-1"), given_events({"ledger": {"B": 0.5}}))
+    ledger = CostsLedger(tmp_path / "costs.jsonl")
+    async with Runtime(tmp_path / "run", [BaselinesProjection(), BudgetProjection()]) as rt:
+        await open_run(rt, seed=0, config={}, budget=BudgetConfig(), ledger=ledger, baselines=events)
+        assert rt.state(BaselinesProjection)["ledger"]["B"] == 0.5
+    recorded = [r.event for r in read_log(tmp_path / "run" / "events.jsonl").records]
+    frozen = {(e.family, e.model): (e.n, e.key_fingerprint) for e in recorded if isinstance(e, BaselineFrozen)}
+    assert frozen == {
+        ("calc_chain", "A"): (64, "fp-1"),
+        ("calc_chain", "B"): (64, "fp-1"),
+        ("ledger", "A"): (64, "fp-1"),
+        ("ledger", "B"): (0, ""),
+    }

@@ -14,7 +14,7 @@ import pytest
 from adapters.openai_server import NONSENSE
 from families import get_family, hidden_tasks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def start(*args: str) -> tuple[asyncio.subprocess.Process, str]:
