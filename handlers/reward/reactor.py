@@ -97,7 +97,8 @@ class RewardReactor:
         if episode_id in rt.state(RewardsProjection):
             return
         ep: EpisodeState = rt.state(EpisodesProjection)[episode_id]
-        best = best_pre(rt.state(BaselinesProjection), ep.family)
+        frozen = rt.state(BaselinesProjection)
+        best = best_pre(frozen, ep.family)
         inputs = multi_inputs(ep, best=best)
         if inputs is None:
             return  # not due yet: its jobs' outcomes will call again
