@@ -3,7 +3,8 @@
 It stands where the fleet (dispatcher, pods, inner trainer) stands in a real run: on ``job.queued`` it records a
 pre-score progress event (carrying the hidden pre-score, as the CPU trainer does), ``steps`` training steps, a
 post-score progress event (the hidden post-score) and ``job.succeeded`` with hidden pre/post and the dev scores
-in ``metrics``. ``outcomes`` maps a job id to (hidden pre, hidden post, dev pre, dev post); a job id in ``fail``
+in ``metrics`` (jobs in ``adopt`` are played at start, as a resumed run's adopted jobs). ``outcomes`` maps a
+job id to (hidden pre, hidden post, dev pre, dev post); a job id in ``fail``
 fails instead. ``hold`` keeps jobs from finishing until the event is set (jobs in flight).
 """
 
@@ -27,16 +28,20 @@ class FakeJobs:
         train_seconds: float = 40.0,
         fail: frozenset[str] = frozenset(),
         hold: anyio.Event | None = None,
+        adopt: tuple[str, ...] = (),
     ) -> None:
         self.outcomes = outcomes
         self.steps = steps
         self.train_seconds = train_seconds
         self.fail = fail
         self.hold = hold
+        self.adopt = adopt  # jobs a resumed run finds in flight: played from the start, as a reconnect would
         self.queued: list[str] = []
 
     async def __call__(self, rt: Runtime, stream: MemoryObjectReceiveStream[Recorded]) -> None:
         async with anyio.create_task_group() as tg:
+            for job_id in self.adopt:
+                tg.start_soon(self._play, rt, job_id)
             async for rec in stream:
                 if isinstance(rec.event, JobQueued):
                     self.queued.append(rec.event.job_id)
