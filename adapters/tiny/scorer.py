@@ -9,7 +9,8 @@ A score always carries its sampling settings so two scores are only compared at 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 import torch
@@ -62,10 +63,11 @@ def score_tasks(
     *,
     max_turns: int,
     seed_source: torch.Generator | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[ScoreReport, list[Episode]]:
     """Mean reward over ``tasks`` (one episode each) and the episodes themselves."""
     started = time.perf_counter()
-    episodes = run_episodes(ckpt, family, tasks, params, max_turns=max_turns, seed_source=seed_source)
+    episodes = run_episodes(ckpt, family, tasks, params, max_turns=max_turns, seed_source=seed_source, tools=tools)
     rewards = [ep.reward for ep in episodes]
     report = ScoreReport(
         family=family.name,
@@ -119,5 +121,7 @@ def score_dev(
     tasks = list(dev_eval_tasks(fam, limit))
     max_turns = max(sum(s.tool is not None for s in fam.solve(t)) for t in tasks) + 3 if tasks else 3
     params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=max_turns)
+    # The tool schemas from a dev task's toolbox: Family.tool_schemas() would build a hidden task to describe them.
+    tools = fam.tools(tasks[0]).schemas() if tasks else []
+    report, _ = score_tasks(ckpt, fam, tasks, params, max_turns=max_turns, tools=tools)
     return report
