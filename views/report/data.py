@@ -29,6 +29,7 @@ from handlers.fleet.projection import FleetState
 from handlers.fleet.queue import QueueState
 from handlers.reward.projection import breakdown
 from views.report.accounts import Accounts, AccountsProjection
+from views.report.job_tree import job_tree_lines
 from views.report.jobtoml import JobChoice, choice_of_bundle, choice_of_toml
 from views.watch.folder import RunFolder
 from views.watch.outer import in_order
@@ -118,6 +119,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     pods_lost: int
     requeues: int
     scored: list[RewardComputed]  # training episodes whose job was scored (post and uplift)
+    job_trees: list[str] = []  # markdown: each multi-job episode's job tree with diffs (views.report.job_tree)
 
 
 def step_stats(
@@ -316,4 +318,5 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         pods_lost=errors.counts.get("pod.lost", 0),
         requeues=errors.counts.get("job.requeued", 0),
         scored=[r for e, r in sorted(rewards.items()) if e in training and r.outcome == "scored"],
+        job_trees=job_tree_lines(episodes, BlobStore(root / "blobs")),
     )
