@@ -10,6 +10,7 @@ __all__ = [
     "EpisodeFinalChosen",
     "EpisodeFinished",
     "EpisodeJobSubmitted",
+    "EpisodeLimitsSet",
     "EpisodeStarted",
     "SubmissionReceived",
     "SubmissionRejected",
@@ -31,11 +32,6 @@ class EpisodeStarted(EventBody, frozen=True, kw_only=True):
     spec: str = ""  # the task spec's name, e.g. "calc_chain_v1_fast"
     prompt_blob: str = ""  # the opening messages and tool schemas the agent was given
     max_attempts: int = 3
-    # A multi-job episode (the spec's ``episode`` table): up to max_jobs jobs within job_budget_usd and wall_s
-    # from this event's time. max_jobs 1 is the one-shot episode (the other two are then unused).
-    max_jobs: int = 1
-    job_budget_usd: float = 0.0
-    wall_s: float = 0.0
 
 
 @event("agent.turn_taken")
@@ -123,6 +119,18 @@ class EpisodeFinished(EventBody, frozen=True, kw_only=True):
     episode_id: str
     status: str  # "validated" | "rejected" | "no_submission" | "budget_refused" | "error"
     reason: str = ""
+
+
+@event("episode.limits_set")
+class EpisodeLimitsSet(EventBody, frozen=True, kw_only=True):
+    """A multi-job episode's limits (the spec's ``episode`` table), recorded right after ``episode.started``: up to
+    ``max_jobs`` jobs within ``job_budget_usd`` and ``wall_s`` from the episode's start. A one-shot episode has
+    none (its events are exactly what they were before multi-job episodes existed)."""
+
+    episode_id: str
+    max_jobs: int
+    job_budget_usd: float
+    wall_s: float
 
 
 @event("episode.job_submitted")

@@ -53,7 +53,6 @@ class RewardComputed(EventBody, frozen=True, kw_only=True):
     family: str = ""
     job_id: str = ""
     base_model: str = ""
-    jobs: int = 1  # jobs the episode ran (a multi-job episode: train_seconds sums them all)
 
 
 @event("baseline.frozen")

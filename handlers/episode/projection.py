@@ -14,6 +14,7 @@ from events import (
     EpisodeFinalChosen,
     EpisodeFinished,
     EpisodeJobSubmitted,
+    EpisodeLimitsSet,
     EpisodeStarted,
     JobFailed,
     JobProgressed,
@@ -130,10 +131,13 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
             sampler_version=e.sampler_version,
             group_id=e.group_id,
             started_ts=self.current.ts,
-            max_jobs=e.max_jobs,
-            job_budget_usd=e.job_budget_usd,
-            wall_s=e.wall_s,
         )
+        return s
+
+    @handles(EpisodeLimitsSet)
+    def _limits(self, s: dict[str, EpisodeState], e: EpisodeLimitsSet) -> dict[str, EpisodeState]:
+        ep = s[e.episode_id]
+        ep.max_jobs, ep.job_budget_usd, ep.wall_s = e.max_jobs, e.job_budget_usd, e.wall_s
         return s
 
     @handles(AgentTurnTaken)

@@ -40,6 +40,7 @@ from events import (
     EpisodeFinalChosen,
     EpisodeFinished,
     EpisodeJobSubmitted,
+    EpisodeLimitsSet,
     EpisodeStarted,
     JobQueued,
     SubmissionReceived,
@@ -197,11 +198,10 @@ class EpisodeRunner:
                 spec=setup.spec.name,
                 prompt_blob=prompt_blob,
                 max_attempts=setup.max_attempts,
-                max_jobs=limits.max_jobs if limits else 1,
-                job_budget_usd=limits.budget_usd if limits else 0.0,
-                wall_s=float(limits.wall_s) if limits else 0.0,
             )
         )
+        if limits is not None:
+            await self._set_limits(setup)
         workspace = Workspace(setup.workspace)
         setup.workspace.mkdir(parents=True, exist_ok=True)
         for path, data in sorted(setup.initial_files.items()):
@@ -232,6 +232,8 @@ class EpisodeRunner:
             usage=dict(point.usage),
         )
         if setup.multi:
+            if self._episode(setup).max_jobs <= 1:  # a crash right after episode.started
+                await self._set_limits(setup)
             ep = self._episode(setup)
             outcome.jobs, outcome.final_job = list(ep.jobs), ep.final_job
             for job in ep.jobs.values():  # a crash between episode.job_submitted and job.queued: queue it now
@@ -405,6 +407,18 @@ class EpisodeRunner:
 
     def _episode(self, setup: EpisodeSetup) -> EpisodeState:
         return self.rt.state(EpisodesProjection)[setup.episode_id]
+
+    async def _set_limits(self, setup: EpisodeSetup) -> None:
+        limits = setup.spec.episode
+        assert limits is not None
+        await self.rt.emit(
+            EpisodeLimitsSet(
+                episode_id=setup.episode_id,
+                max_jobs=limits.max_jobs,
+                job_budget_usd=limits.budget_usd,
+                wall_s=float(limits.wall_s),
+            )
+        )
 
     def _job_time_budget(self, setup: EpisodeSetup) -> float:
         return float(setup.spec.bounds.time_budget_s)

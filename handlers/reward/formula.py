@@ -107,7 +107,6 @@ class RewardInputs(msgspec.Struct, frozen=True, kw_only=True):
     family: str = ""
     job_id: str = ""
     base_model: str = ""
-    jobs: int = 1  # jobs the episode ran; a multi-job episode's train_seconds is the sum over all of them
 
 
 def _check_score(name: str, value: float | None, *, required: bool) -> None:
@@ -124,8 +123,6 @@ def _check_score(name: str, value: float | None, *, required: bool) -> None:
 def _check_inputs(x: RewardInputs) -> None:
     if x.attempts < 0:
         raise ValueError(f"reward input attempts: must be >= 0, got {x.attempts}")
-    if x.jobs < 0:
-        raise ValueError(f"reward input jobs: must be >= 0, got {x.jobs}")
     if x.validated and not x.parseable:
         raise ValueError("reward inputs: validated=True but parseable=False (a validated submission parsed)")
     if x.validated and x.attempts < 1:
@@ -218,7 +215,6 @@ def compute_reward(inputs: RewardInputs, config: RewardConfig) -> RewardComputed
         family=inputs.family,
         job_id=inputs.job_id,
         base_model=inputs.base_model,
-        jobs=inputs.jobs,
     )
 
 
@@ -239,7 +235,6 @@ def inputs_of(rc: RewardComputed) -> RewardInputs:
         family=rc.family,
         job_id=rc.job_id,
         base_model=rc.base_model,
-        jobs=rc.jobs,
     )
 
 

@@ -38,7 +38,6 @@ def multi_inputs(ep: EpisodeState, *, best: float | None) -> RewardInputs | None
         "episode_id": ep.episode_id,
         "parseable": ep.parseable,
         "family": ep.family,
-        "jobs": len(ep.jobs),
         "budget_refused": ep.reason.split(":", 1)[0] if ep.status == "budget_refused" else "",
     }
     final = ep.jobs.get(ep.final_job) if ep.final_job else None

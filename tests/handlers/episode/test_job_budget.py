@@ -1,7 +1,8 @@
 """A multi-job episode's job budget under any interleaving of submissions, job ends and passing time.
 
 A hypothesis state machine drives the real episodes projection with the events the runner records
-(``episode.started``, ``episode.job_submitted`` + ``job.queued`` when :func:`admit_job` admits a job,
+(``episode.started``, ``episode.limits_set``, ``episode.job_submitted`` + ``job.queued`` when :func:`admit_job`
+admits a job,
 ``job.succeeded`` / ``job.failed`` in any order, with jobs overlapping), and checks after every step: never more
 than ``max_jobs`` jobs; committed money minus overrun within the budget; every admitted job's worst-case end
 within the episode's wall time. A job that overruns its reservation is recorded in full, and then no new job fits.
@@ -13,7 +14,16 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from events import EpisodeJobSubmitted, EpisodeStarted, EventBody, JobFailed, JobQueued, JobSucceeded, Recorded
+from events import (
+    EpisodeJobSubmitted,
+    EpisodeLimitsSet,
+    EpisodeStarted,
+    EventBody,
+    JobFailed,
+    JobQueued,
+    JobSucceeded,
+    Recorded,
+)
 from handlers.episode.job_budget import admit_job, committed_usd, overrun_usd
 from handlers.episode.projection import EpisodesProjection, EpisodeState
 
@@ -52,11 +62,9 @@ class JobBudgetMachine(RuleBasedStateMachine):
                 task_id="t",
                 family="calc_chain",
                 policy="p",
-                max_jobs=max_jobs,
-                job_budget_usd=budget,
-                wall_s=float(wall),
             )
         )
+        self._apply(EpisodeLimitsSet(episode_id=EP, max_jobs=max_jobs, job_budget_usd=budget, wall_s=float(wall)))
 
     @rule(time_budget=st.sampled_from([60.0, 300.0, 600.0]))
     def submit(self, time_budget: float) -> None:

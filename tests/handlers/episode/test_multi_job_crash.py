@@ -104,6 +104,6 @@ async def test_kill_9_with_two_jobs_in_flight_then_resume(tmp_path: Path) -> Non
     assert Counter(e.job_id for e in after if isinstance(e, JobSucceeded)) == {f"{EP}-job-1": 1, f"{EP}-job-2": 1}
     assert [e.name for e in after if isinstance(e, ToolCalled)].count("wait_for_jobs") == 1  # re-run, not re-called
     (reward,) = [e for e in after if isinstance(e, RewardComputed)]
-    assert (reward.job_id, reward.post, reward.jobs) == (f"{EP}-job-2", 0.45, 2)
+    assert (reward.job_id, reward.post, reward.train_seconds) == (f"{EP}-job-2", 0.45, 80.0)
     assert [e.job_id for e in after if isinstance(e, EpisodeJobSubmitted)] == [f"{EP}-job-1", f"{EP}-job-2"]
     assert len([e for e in after if isinstance(e, SubmissionReceived)]) == 2
