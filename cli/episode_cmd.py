@@ -146,7 +146,9 @@ async def run_episode(args: EpisodeOptions, deps: EpisodeDeps, run_dir: Path, co
             from cli.episode_multi import run_multi_job_episode
 
             runner = EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate)
-            return await run_multi_job_episode(rt, runner, setup, deps, ledger, console, no_job=args.no_job)
+            return await run_multi_job_episode(
+                rt, runner, setup, deps, ledger, console, no_job=args.no_job, write_artifacts=_write_artifacts
+            )
         outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
         _write_artifacts(run_dir / "episodes" / episode_id, outcome, spec.name, deps.ran_on)

@@ -9,6 +9,8 @@ saw these), dev pre/post (what it saw), then the reward from the final job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -69,9 +71,8 @@ async def run_multi_job_episode(
     console: Console,
     *,
     no_job: bool,
+    write_artifacts: Callable[[Path, Any, str, dict[str, str]], None],
 ) -> int:
-    from cli.episode_cmd import _write_artifacts
-
     episode_id = setup.episode_id
     limits = setup.spec.episode
     assert limits is not None
@@ -84,7 +85,7 @@ async def run_multi_job_episode(
             tg.start_soon(_drain_jobs, rt, deps, episode_id)
         outcome = await runner.run(setup)
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
-        _write_artifacts(rt.directory / "episodes" / episode_id, outcome, setup.spec.name, deps.ran_on)
+        write_artifacts(rt.directory / "episodes" / episode_id, outcome, setup.spec.name, deps.ran_on)
         if not drains:
             tg.cancel_scope.cancel()
             console.print(f"jobs queued: {', '.join(outcome.jobs) or 'none'}; not run ({deps.ran_on.get('jobs')})")

@@ -11,8 +11,11 @@ from families import (
     DEV_EVAL_SIZE,
     DEV_EVAL_START,
     DEV_SIZE,
+    EVAL_KEY_SEAL_ENV,
     TRAINING_FAMILIES,
+    EvalKeySealed,
     Task,
+    current_key,
     dev_eval_tasks,
     dev_tasks,
     fingerprint,
@@ -20,7 +23,6 @@ from families import (
     hidden_fingerprints,
     hidden_tasks,
 )
-from families._key import SEAL_VAR, EvalKeySealed, current_key
 
 TRAIN_SEEDS = 500
 
@@ -51,7 +53,7 @@ def test_dev_eval_is_disjoint_from_hidden_train_and_dev_examples(name: str) -> N
 def test_a_sealed_process_builds_the_same_dev_eval_without_the_key(name: str, monkeypatch) -> None:
     family = get_family(name)
     keyed = dev_eval_tasks(family, 16)
-    monkeypatch.setenv(SEAL_VAR, "1")
+    monkeypatch.setenv(EVAL_KEY_SEAL_ENV, "1")
     with pytest.raises(EvalKeySealed):
         current_key()  # the target is gone: nothing below can reach the key or the hidden set
     assert dev_eval_tasks(family, 16) == keyed

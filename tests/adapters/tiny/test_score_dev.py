@@ -6,10 +6,8 @@ from __future__ import annotations
 import pytest
 
 import adapters.tiny.scorer as scorer
-import families._sets
 from adapters.tiny.model import FIXTURE_DIR, load_checkpoint
-from families import dev_eval_tasks, get_family
-from families._key import SEAL_VAR, EvalKeySealed, current_key
+from families import EVAL_KEY_SEAL_ENV, EvalKeySealed, current_key, dev_eval_tasks, get_family
 
 
 def _no_hidden(*_a: object, **_k: object) -> None:
@@ -20,8 +18,7 @@ def _no_hidden(*_a: object, **_k: object) -> None:
 def test_score_dev_needs_neither_key_nor_hidden_set(monkeypatch: pytest.MonkeyPatch) -> None:
     ckpt = load_checkpoint("tiny-0.6b")
     monkeypatch.setattr(scorer, "hidden_tasks", _no_hidden)
-    monkeypatch.setattr(families._sets, "hidden_tasks", _no_hidden)
-    monkeypatch.setenv(SEAL_VAR, "1")
+    monkeypatch.setenv(EVAL_KEY_SEAL_ENV, "1")
     with pytest.raises(EvalKeySealed):
         current_key()
     with pytest.raises(AssertionError, match="hidden set"):
