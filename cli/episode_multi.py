@@ -35,14 +35,22 @@ async def _drain_jobs(rt: Runtime, deps: EpisodeDeps, episode_id: str) -> None:
     """Drain the queue whenever the episode has a job without an outcome, until it has finished with none."""
     assert deps.job_runner is not None
 
-    def episode() -> EpisodeState:
-        return rt.state(EpisodesProjection)[episode_id]
+    def episode() -> EpisodeState | None:  # None until episode.started is in the log
+        return rt.state(EpisodesProjection).get(episode_id)
+
+    def has_open() -> bool:
+        ep = episode()
+        return ep is not None and _open_jobs(ep)
+
+    def ended() -> bool:
+        ep = episode()
+        return ep is not None and ep.status != "running"
 
     while True:
-        await rt.wait_until(lambda: _open_jobs(episode()) or episode().status != "running")
-        if _open_jobs(episode()):
+        await rt.wait_until(lambda: has_open() or ended())
+        if has_open():
             await deps.job_runner(rt, "")
-        elif episode().status != "running":
+        elif ended():
             return
 
 
