@@ -63,7 +63,7 @@ def job_lines(ep: EpisodeState) -> list[str]:
         parent = ep.jobs.get(job.parent_job_id)
         tag = " (final)" if job.job_id == ep.final_job else ""
         lines.append(
-            f"{agent_id(job)}{tag} [{job.job_id}]{' after ' + agent_id(parent) if parent else ''}: {job.status}"
+            f"{agent_id(job)}{tag} ({job.job_id}){' after ' + agent_id(parent) if parent else ''}: {job.status}"
             f"{' (' + job.failure + ')' if job.failure else ''}; hidden pre {num(job.pre)} post {num(job.post)}; "
             f"dev pre {num(job.dev_pre)} post {num(job.dev_post)}; train {job.train_seconds:.1f}s"
         )

@@ -36,4 +36,4 @@ def test_two_jobs_the_second_scores_better_and_is_rewarded(tmp_path: Path, capsy
     (computed,) = result.states["rewards"].values()
     assert (computed.job_id, computed.post, computed.outcome) == (two.job_id, two.post, "scored")
     assert computed.train_seconds == pytest.approx(one.train_seconds + two.train_seconds)
-    assert "job-2 (final)" in out and f"reward {computed.reward:+.4f}" in out, out
+    assert "job-2 (final) (ep-0-job-2)" in out and f"reward {computed.reward:+.4f}" in out, out
