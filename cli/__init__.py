@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from cli import (
     baselines_cmd,
     costs_cmd,
+    doctor_cmd,
     episode_cmd,
     holdout_cmd,
     pod_agent_cmd,
+    publish_cmd,
     replay_cmd,
     report_cmd,
     tail_cmd,
@@ -38,6 +40,8 @@ _COMMANDS = (
     watch_cmd,
     report_cmd,
     costs_cmd,
+    doctor_cmd,
+    publish_cmd,
 )
 
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import anyio
 import httpx
+import msgspec
 import structlog
 
 from handlers.ports.provider import PodInfo, PodSpec, PodState, ProviderAuthError, ProviderUnavailable, find_orphans
@@ -33,6 +34,14 @@ log = structlog.get_logger("adapters.runpod")
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 _PODS = "/v2/pods"
+
+
+class _WireBillingRecord(msgspec.Struct, rename="camel"):
+    total_amount: float
+
+
+class _WireBilling(msgspec.Struct):
+    records: list[_WireBillingRecord]
 
 
 class RunpodProvider:
@@ -192,6 +201,16 @@ class RunpodProvider:
         if response.status_code != 200:
             raise error_for(response, self._key, operation="get GPU type")
         return offer(decode(response, WireGpuType))
+
+    async def recent_spend(self, *, days: int = 1) -> float:
+        """USD spent over the last ``days`` daily buckets (``GET /v2/billing``); also proves the key works.
+
+        REST v2 exposes no spend limit; the account's limit is set and shown in the Runpod console."""
+        params = {"bucketSize": "day", "lastN": str(days)}
+        response = await self._http.send("GET", "/v2/billing", params=params, idempotent=True)
+        if response.status_code != 200:
+            raise error_for(response, self._key, operation="read billing")
+        return sum(r.total_amount for r in decode(response, _WireBilling).records)
 
     async def _find_by_name(self, name: str) -> PodInfo | None:
         matches = [p for p in await self.list_pods(name) if p.name == name and p.state is not PodState.GONE]

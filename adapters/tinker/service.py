@@ -8,6 +8,7 @@ SDK itself); it is never logged.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import tinker
@@ -17,19 +18,39 @@ from .port import SamplingClientLike, TrainingClientLike
 __all__ = ["TinkerService"]
 
 
+def _real_client(base_url: str | None) -> Any:
+    return tinker.ServiceClient(base_url=base_url)
+
+
 class TinkerService:
-    def __init__(self, *, base_url: str | None = None, create_timeout_s: float = 600.0) -> None:
+    """The SDK's ``ServiceClient`` behind async methods. ``client_factory`` builds it (the real SDK by default;
+    tests pass one that returns an SDK-shaped fake, so no test ever constructs a real client)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        create_timeout_s: float = 600.0,
+        client_factory: Callable[[str | None], Any] = _real_client,
+    ) -> None:
         self._base_url = base_url
         self._timeout = create_timeout_s
-        self._sc: tinker.ServiceClient | None = None
+        self._factory = client_factory
+        self._sc: Any = None
 
-    def _service(self) -> tinker.ServiceClient:
+    def _service(self) -> Any:
         if self._sc is None:
-            self._sc = tinker.ServiceClient(base_url=self._base_url)  # lazy: no network call yet
+            self._sc = self._factory(self._base_url)  # lazy: nothing is constructed before the first call
         return self._sc
 
     async def _in_thread(self, fn: Any) -> Any:
         return await asyncio.wait_for(asyncio.to_thread(fn), self._timeout)
+
+    async def supported_models(self) -> list[tuple[str, bool, bool]]:
+        """``(model name, trainable, sampleable)`` for every model the service offers (also proves the key)."""
+        sc = self._service()
+        caps = await self._in_thread(sc.get_server_capabilities)
+        return [(m.model_name or "", bool(m.trainable), bool(m.sampleable)) for m in caps.supported_models]
 
     async def create_lora_training_client(self, base_model: str, rank: int) -> TrainingClientLike:
         sc = self._service()

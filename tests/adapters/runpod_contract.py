@@ -152,6 +152,8 @@ class FakeRunpod:
             if request.method == "DELETE":
                 del self.pods[pid]
                 return httpx.Response(204)
+        if path == "/v2/billing" and request.method == "GET":
+            return httpx.Response(200, json=response_example("GET", "/v2/billing", "200"))
         if path.startswith("/v2/catalog/gpus"):
             if path == "/v2/catalog/gpus":
                 return httpx.Response(200, json=response_example("GET", "/v2/catalog/gpus", "200"))

@@ -1,0 +1,81 @@
+"""``ait publish RUN --repo USER/NAME [--checkpoint DIR]``: push the trained trainer agent to the Hugging Face Hub.
+
+The repository gets the LoRA checkpoint's files and a model card generated from the run's log (reward per outer
+step with its decomposition, the holdout table, the costs, seed and config), in one commit. The checkpoint is
+``--checkpoint DIR`` or, by default, the run's newest published sampler when that is a local directory. A
+``tinker://`` checkpoint lives on Tinker's servers: download it first (Tinker's checkpoint archive) and pass the
+directory. Needs ``HF_TOKEN``; ``HF_ENDPOINT`` points at another Hub. Exit 2 on a user error, 1 if the Hub refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("publish", help="push the run's trainer LoRA and a model card to the Hugging Face Hub")
+    p.add_argument("run", help="run id, run directory or events.jsonl")
+    p.add_argument("--repo", required=True, help="the Hub repository, USER/NAME")
+    p.add_argument("--checkpoint", default=None, help="a local checkpoint directory (default: the newest sampler)")
+    p.add_argument("--public", action="store_true", help="make the repository public (default private)")
+    p.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"ait publish: {message}\n")
+    return 2
+
+
+def _newest_sampler(events: Path) -> str:
+    from engine.log import read_log
+    from events import SamplerPublished
+
+    paths = [r.event.path for r in read_log(events).records if isinstance(r.event, SamplerPublished)]
+    return paths[-1] if paths else ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.rundir import resolve_run
+
+    try:
+        run_dir = resolve_run(args.run, args.runs_root)
+    except FileNotFoundError as exc:
+        return _fail(str(exc))
+    token = os.environ.get("HF_TOKEN", "")
+    if not token:
+        return _fail("HF_TOKEN is not set: create a write token on the Hub and export it")
+    if args.repo.count("/") != 1 or not all(args.repo.split("/")):
+        return _fail(f"--repo {args.repo!r}: expected USER/NAME")
+    checkpoint = args.checkpoint or _newest_sampler(run_dir.events)
+    if not checkpoint:
+        return _fail(f"run {run_dir.run_id} published no sampler checkpoint; pass --checkpoint DIR")
+    if checkpoint.startswith("tinker://"):
+        return _fail(f"{checkpoint} is on Tinker's servers: download its archive and pass --checkpoint DIR")
+    if checkpoint.startswith("offline:"):
+        return _fail(f"{checkpoint} is the offline backend's: it trained no weights, there is nothing to publish")
+    folder = Path(checkpoint)
+    files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    if not files:
+        return _fail(f"--checkpoint {checkpoint}: not a directory with checkpoint files")
+
+    from adapters.hub import publish_files
+    from views.model_card import model_card
+
+    card = model_card(run_dir.root, repo_id=args.repo, checkpoint=checkpoint)
+    payload: dict[str, Path | bytes] = {str(p.relative_to(folder)): p for p in files}
+    payload["README.md"] = card.encode()
+    try:
+        url = publish_files(
+            payload, repo_id=args.repo, token=token, endpoint=os.environ.get("HF_ENDPOINT"), private=not args.public
+        )
+    except Exception as exc:  # huggingface_hub raises HfHubHTTPError and friends; the message names the cause
+        sys.stderr.write(f"ait publish: the Hub refused: {type(exc).__name__}: {str(exc).splitlines()[0]}\n")
+        return 1
+    sys.stdout.write(f"published {len(files)} checkpoint file(s) and the model card to {url}\n")
+    return 0
