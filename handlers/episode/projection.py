@@ -219,7 +219,8 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
             job = ep.jobs[e.job_id]
             job.status, job.pre, job.post, job.train_seconds = "succeeded", e.pre, e.post, e.train_seconds
             job.dev_pre, job.dev_post = e.metrics.get("dev_pre"), e.metrics.get("dev_post")
-            job.seconds = e.timings.get("total", e.train_seconds)
+            # The job's wall time as the dispatcher recorded it (``wall_s``; a trainer's own ``total`` otherwise).
+            job.seconds = e.timings.get("wall_s", e.timings.get("total", e.train_seconds))
             job.ended_ts = self.current.ts
         return s
 
