@@ -60,3 +60,11 @@ async def test_multi_job_episode_command_prints_every_job_and_the_final_reward(t
     (computed,) = result.states["rewards"].values()
     assert (computed.job_id, computed.post, computed.train_seconds) == ("ep-0-job-2", 0.3125, 60.0)
     assert f"reward {computed.reward:+.4f}" in out
+
+
+def test_the_default_scripted_agent_of_a_multi_job_spec_is_the_two_job_trajectory() -> None:
+    from cli.episode_wiring import make_policy
+
+    assert make_policy("scripted", "calc_chain", None, multi=True)[1] == "scripted (calc_chain_two_jobs.json)"
+    assert make_policy("scripted", "calc_chain", None)[1] == "scripted (calc_chain_good.json)"
+    assert make_policy("scripted", "ledger", None, multi=True)[1] == "scripted (ledger_good.json)"  # none: one job
