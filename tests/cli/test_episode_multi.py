@@ -18,13 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # two CPU jobs (each: hidden and dev scores before and after, 2 training steps)
 def test_two_jobs_the_second_scores_better_and_is_rewarded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Shrunk like the one-job CPU test: the first 16 hidden tasks on both sides, 2 steps of 16 rollouts per job.
+    # Shrunk like the one-job CPU test: the first 16 hidden tasks on both sides, 3 steps of 16 rollouts per job
+    # (2 steps leave too little of the first job's damage to see on 16 tasks).
     # The two-job trajectory trains the smaller base: its baseline is the only one needed (best_pre over models).
     base = ["baselines", "--family", "calc_chain", "--model", "Qwen/Qwen3-0.6B", "--limit", "16"]
     assert main(["--runs-root", str(tmp_path), *base]) == 0
     task = REPO / "examples" / "tasks" / "multi" / "calc_chain_v1_fast_multi.json"
     agent = "scripted:" + str(REPO / "fixtures" / "trajectories" / "calc_chain_two_jobs.json")
-    smoke = ["eval_limit=16", "max_steps=2", "batch_size=16"]
+    smoke = ["eval_limit=16", "max_steps=3", "batch_size=16"]
     argv = ["--runs-root", str(tmp_path), "episode", "--task", str(task), "--run-id", "m", "--agent", agent]
     code = main(argv + [arg for opt in smoke for arg in ("--trainer-opt", opt)])
     out = capsys.readouterr().out
