@@ -4,6 +4,11 @@ The composition: a run directory with the domain projections, the run header (co
 baselines), the episode loop (agent policy + sandboxed validation probe), then, for a validated job, the
 job runner (the local provider's pod agent with the embedded CPU trainer unless told otherwise), and the
 reward. Prints the reward breakdown, token usage and dollar cost, and says what it ran on.
+
+A multi-job task spec (``episode.max_jobs > 1``) runs the job runner *during* the episode: each job the agent
+submits is drained while it keeps working (waits, reads results, revises), and the command ends once the episode
+has finished and every job has an outcome, printing each job's hidden pre/post next to its dev scores and the
+reward computed from the final one.
 """
 
 from __future__ import annotations
@@ -179,6 +184,13 @@ async def run_episode(
             max_attempts=args.max_attempts,
         )
         console.print(f"run {rt.run_id}: episode on {spec.name} with agent {deps.policy.name}")
+        if setup.multi:
+            from cli.episode_multi import run_multi_job_episode
+
+            runner = EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate)
+            return await run_multi_job_episode(
+                rt, runner, setup, deps, ledger, console, no_job=args.no_job, write_artifacts=_write_artifacts
+            )
         outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
         failure = ""

@@ -39,13 +39,16 @@ TRAJECTORIES = REPO / "fixtures" / "trajectories"
 INNER_OF = {"cpu": "cpu"}
 
 
-def make_policy(agent: str, family: str, base_url: str | None) -> tuple[Any, str]:
-    """The policy for ``--agent`` and a description of it."""
+def make_policy(agent: str, family: str, base_url: str | None, *, multi: bool = False) -> tuple[Any, str]:
+    """The policy for ``--agent`` and a description of it (``multi``: the spec allows several jobs, and the
+    default scripted agent is the family's two-job trajectory where there is one)."""
     from adapters.agents import ScriptedPolicy, load_trajectory
 
     kind, _, arg = agent.partition(":")
     if kind == "scripted":
-        path = Path(arg) if arg else TRAJECTORIES / f"{family}_good.json"
+        two_jobs = TRAJECTORIES / f"{family}_two_jobs.json"
+        default = two_jobs if multi and two_jobs.exists() else TRAJECTORIES / f"{family}_good.json"
+        path = Path(arg) if arg else default
         if not path.exists():
             raise ValueError(f"no scripted trajectory at {path}; pass --agent scripted:PATH or openai:MODEL")
         return ScriptedPolicy(load_trajectory(path)), f"scripted ({path.name})"
@@ -119,7 +122,8 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
 
     console = console if console is not None else Console(stderr=True)
     spec = load_spec(args.task)
-    policy, policy_desc = make_policy(args.agent, spec.family, args.base_url)
+    multi = spec.episode is not None and spec.episode.max_jobs > 1
+    policy, policy_desc = make_policy(args.agent, spec.family, args.base_url, multi=multi)
     validator = ProbeValidator(unsafe_no_sandbox=args.unsafe_no_sandbox)
     models = list(spec.bounds.base_models)
     baselines, baselines_desc = (

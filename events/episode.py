@@ -7,7 +7,10 @@ from ._base import EventBody, event
 __all__ = [
     "AgentTurnTaken",
     "CheckResult",
+    "EpisodeFinalChosen",
     "EpisodeFinished",
+    "EpisodeJobSubmitted",
+    "EpisodeLimitsSet",
     "EpisodeStarted",
     "SubmissionReceived",
     "SubmissionRejected",
@@ -116,3 +119,41 @@ class EpisodeFinished(EventBody, frozen=True, kw_only=True):
     episode_id: str
     status: str  # "validated" | "rejected" | "no_submission" | "budget_refused" | "error"
     reason: str = ""
+
+
+@event("episode.limits_set")
+class EpisodeLimitsSet(EventBody, frozen=True, kw_only=True):
+    """A multi-job episode's limits (the spec's ``episode`` table), recorded right after ``episode.started``: up to
+    ``max_jobs`` jobs within ``job_budget_usd`` and ``wall_s`` from the episode's start. A one-shot episode has
+    none (its events are exactly what they were before multi-job episodes existed)."""
+
+    episode_id: str
+    max_jobs: int
+    job_budget_usd: float
+    wall_s: float
+
+
+@event("episode.job_submitted")
+class EpisodeJobSubmitted(EventBody, frozen=True, kw_only=True):
+    """A multi-job episode's validated submission became job ``job_id`` (its ``index``-th, from 1).
+
+    ``parent_job_id`` is the episode's previous job (the one this revises; "" for the first), so the jobs form a
+    chain the report draws as a tree. ``reserve_usd`` / ``reserve_s`` are the job's worst case, reserved against
+    the episode's budget (money, wall time) until the job's outcome settles it."""
+
+    episode_id: str
+    job_id: str
+    index: int
+    parent_job_id: str = ""
+    bundle: str  # blob hash of the job bundle (as in job.queued)
+    attempt: int = 0  # the submission that became this job
+    reserve_usd: float = 0.0
+    reserve_s: float = 0.0
+
+
+@event("episode.final_chosen")
+class EpisodeFinalChosen(EventBody, frozen=True, kw_only=True):
+    """The agent called ``finish(final_job_id)``: ``job_id``'s hidden post-score is the episode's quality."""
+
+    episode_id: str
+    job_id: str

@@ -18,10 +18,12 @@ from ._key import ENV_VAR as EVAL_KEY_ENV
 from ._key import SEAL_VAR as EVAL_KEY_SEAL_ENV
 from ._key import EvalKeyError, EvalKeySealed, current_key, key_fingerprint
 from ._schema import tool_schema
-from ._sets import dev_tasks, hidden_fingerprints, hidden_tasks
-from ._splits import DEV_SIZE, HIDDEN_SIZE, draw_disjoint, fingerprint, split_rng
+from ._sets import dev_eval_tasks, dev_tasks, hidden_fingerprints, hidden_tasks
+from ._splits import DEV_EVAL_SIZE, DEV_EVAL_START, DEV_SIZE, HIDDEN_SIZE, draw_disjoint, fingerprint, split_rng
 
 __all__ = [
+    "DEV_EVAL_SIZE",
+    "DEV_EVAL_START",
     "DEV_SIZE",
     "EVAL_KEY_ENV",
     "EVAL_KEY_SEAL_ENV",
@@ -40,6 +42,7 @@ __all__ = [
     "ToolBox",
     "ToolError",
     "current_key",
+    "dev_eval_tasks",
     "dev_tasks",
     "draw_disjoint",
     "extract_answer",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ._base import Family, Task
 from ._key import key_fingerprint
-from ._splits import DEV_SIZE, HIDDEN_SIZE, fingerprint
+from ._splits import DEV_EVAL_SIZE, DEV_EVAL_START, DEV_SIZE, HIDDEN_SIZE, fingerprint
 
-__all__ = ["dev_tasks", "hidden_fingerprints", "hidden_tasks"]
+__all__ = ["dev_eval_tasks", "dev_tasks", "hidden_fingerprints", "hidden_tasks"]
 
 _HIDDEN: dict[tuple[str, str], tuple[Task, ...]] = {}
 _HIDDEN_FPS: dict[tuple[str, str], frozenset[str]] = {}
@@ -39,3 +39,13 @@ def hidden_fingerprints(family: Family) -> frozenset[str]:
 def dev_tasks(family: Family) -> tuple[Task, ...]:
     """The dev examples shown to the trainer agent: split ``dev``, seeds ``0..DEV_SIZE-1``."""
     return tuple(family.generate("dev", seed) for seed in range(DEV_SIZE))
+
+
+def dev_eval_tasks(family: Family, limit: int | None = None) -> tuple[Task, ...]:
+    """The dev eval a multi-job episode's jobs are scored on for the agent: split ``dev``, seeds
+    ``DEV_EVAL_START..DEV_EVAL_START+DEV_EVAL_SIZE-1`` (the first ``limit`` of them if given).
+
+    Built like every dev draw (redrawn on a collision with the hidden set where the key is at hand; the first
+    draw in a sealed process), so scoring it needs neither the hidden set nor the key there."""
+    n = DEV_EVAL_SIZE if limit is None else max(0, min(limit, DEV_EVAL_SIZE))
+    return tuple(family.generate("dev", DEV_EVAL_START + i) for i in range(n))

@@ -3,8 +3,9 @@
 Every task is drawn from a ``random.Random`` seeded by a hash of (family, split, seed), so the same
 (family, split, seed) always gives the same task, byte for byte, on every machine and Python version.
 
-Splits: ``train`` (unlimited seeds), ``dev`` (the handful shown to the trainer agent) and ``hidden``
-(the 200-task eval set). The hidden split's seed also mixes in an HMAC of (family, seed) under the
+Splits: ``train`` (unlimited seeds), ``dev`` (the handful shown to the trainer agent, seeds ``0..DEV_SIZE-1``,
+and the *dev eval* a multi-job episode's ``job_result`` scores, seeds ``DEV_EVAL_START..+DEV_EVAL_SIZE``) and
+``hidden`` (the 200-task eval set). The hidden split's seed also mixes in an HMAC of (family, seed) under the
 installation key (:mod:`._key`), so the public seed range and the generator code alone cannot rebuild it;
 train and dev draws do not depend on the key (except through the rare collision redraw below).
 
@@ -30,12 +31,26 @@ import msgspec
 from ._base import Task
 from ._key import current_key, key_sealed
 
-__all__ = ["DEV_SIZE", "HIDDEN_SIZE", "SPLITS", "draw_disjoint", "fingerprint", "split_rng"]
+__all__ = [
+    "DEV_EVAL_SIZE",
+    "DEV_EVAL_START",
+    "DEV_SIZE",
+    "HIDDEN_SIZE",
+    "SPLITS",
+    "draw_disjoint",
+    "fingerprint",
+    "split_rng",
+]
 
 SPLITS = ("train", "dev", "hidden")
 HIDDEN_SIZE = 200  # hidden eval tasks: split "hidden", seeds 0..199
 MAX_REDRAWS = 1000
 DEV_SIZE = 5  # dev examples shown to the trainer agent: split "dev", seeds 0..4
+# The dev eval of a multi-job episode (job_result's score): split "dev", seeds 10_000..10_063. A range of its own,
+# far from the dev examples, so the agent never holds the answers it is scored on; split "dev" is hashed apart
+# from "train", and every draw is checked against the hidden set like any dev draw.
+DEV_EVAL_START = 10_000
+DEV_EVAL_SIZE = 64
 
 
 def split_rng(family: str, split: str, seed: int, attempt: int = 0) -> random.Random:

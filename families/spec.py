@@ -23,6 +23,7 @@ __all__ = [
     "BASE_MODELS",
     "Bounds",
     "DevExample",
+    "EpisodeLimits",
     "EvalSpec",
     "FloatRange",
     "IntRange",
@@ -105,7 +106,20 @@ class EvalSpec(_Strict):
     scoring: str
 
 
-class TaskSpec(_Strict):
+class EpisodeLimits(_Strict):
+    """A multi-job episode's limits (absent: the one-shot episode, one submitted job ends it).
+
+    The agent may submit up to ``max_jobs`` jobs, read their dev-split results and revise, then name the final
+    one. ``budget_usd`` bounds the money of all the episode's jobs together and ``wall_s`` the time from the
+    episode's start until its last job must be done: each job's worst case (its whole ``time_budget_s``) is
+    reserved against both when it is submitted, so concurrent jobs can never pass either."""
+
+    max_jobs: int
+    budget_usd: float
+    wall_s: int
+
+
+class TaskSpec(_Strict, omit_defaults=True):
     name: str  # "<family>_v<version>" or "<family>_v<version>_fast"; equals the file stem
     family: str
     version: int
@@ -117,6 +131,7 @@ class TaskSpec(_Strict):
     tools: list[ToolSpec]
     dev_examples: list[DevExample]
     eval: EvalSpec
+    episode: EpisodeLimits | None = None  # None: one job per episode (today's episode, exactly)
 
 
 _AT_RE = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<at>\$[^`]*)`)?$", re.DOTALL)
@@ -182,7 +197,8 @@ def validate_spec(spec: TaskSpec) -> list[str]:
     from . import FAMILIES, HELD_OUT_FAMILIES  # late: families/__init__ imports nothing from here
 
     errors: list[str] = []
-    expected_name = f"{spec.family}_v{spec.version}" + ("_fast" if spec.fast else "")
+    multi = spec.episode is not None and spec.episode.max_jobs > 1
+    expected_name = f"{spec.family}_v{spec.version}" + ("_fast" if spec.fast else "") + ("_multi" if multi else "")
     _check(spec.family in FAMILIES, "$.family", f"unknown family {spec.family!r}", errors)
     _check(spec.name == expected_name, "$.name", f"expected {expected_name!r}, got {spec.name!r}", errors)
     _check(spec.version >= 1, "$.version", "must be >= 1", errors)
@@ -218,6 +234,11 @@ def validate_spec(spec: TaskSpec) -> list[str]:
     _check(spec.eval.size > 0, "$.eval.size", "must be > 0", errors)
     _check(spec.eval.max_turns > 0, "$.eval.max_turns", "must be > 0", errors)
     _check(0 <= spec.eval.temperature <= 2, "$.eval.temperature", "must be in [0, 2]", errors)
+    if spec.episode is not None:
+        e = spec.episode
+        _check(1 <= e.max_jobs <= 16, "$.episode.max_jobs", f"must be in [1, 16], got {e.max_jobs}", errors)
+        _check(e.budget_usd >= 0, "$.episode.budget_usd", "must be >= 0", errors)
+        _check(e.wall_s >= b.time_budget_s, "$.episode.wall_s", "must be >= $.bounds.time_budget_s", errors)
     return errors
 
 

@@ -132,6 +132,7 @@ class CpuTrainer:
         except (JobConfigError, OSError) as exc:
             raise _Failed("config_error", str(exc)) from exc
         budget, spec_temperature = _spec_limits(root)
+        dev_eval = _multi_job(root)  # a multi-job episode's job is also scored on the dev split, for the agent
         temperature = self.eval_temperature or spec_temperature or EVAL_TEMPERATURE
         try:
             settings = settings_from_job(
@@ -162,6 +163,9 @@ class CpuTrainer:
         await progress(Progress(phase="pre_score", message=f"scoring {ckpt.name} on the {job.family} hidden eval"))
         phase = time.monotonic()
         pre = await self._score(ckpt, job.family, temperature)
+        dev: dict[str, float] = {}
+        if dev_eval:
+            dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
         timings["pre_score"] = time.monotonic() - phase
         await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}"))
 
@@ -209,6 +213,8 @@ class CpuTrainer:
             phase = time.monotonic()
             tuned = await self._load_trained(ckpt.path, trained)
             post = await self._score(tuned, job.family, temperature, isolation=trained.isolation)
+            if dev_eval:
+                dev["dev_post"] = (await self._score_dev(tuned, job.family, temperature)).score
         finally:
             if self.work_root is None:
                 await asyncio.to_thread(shutil.rmtree, work, True)
@@ -223,7 +229,7 @@ class CpuTrainer:
             detail=_detail(settings, report, trained),
             train_seconds=report.rollout_seconds + report.learn_seconds,
             timings=_rounded(timings),
-            metrics=_metrics(settings, report),
+            metrics=_metrics(settings, report) | dev,
             log_tail="\n".join(_step_line(s) for s in report.steps[-20:]),
             sampling=f"T={post.temperature:g}, top_p={post.top_p:g}, n={post.n}, seed={post.seed}, "
             f"max_turns={post.max_turns}, max_tokens={post.max_tokens}",
@@ -258,6 +264,17 @@ class CpuTrainer:
                 f"the trained weights cannot be loaded: {type(exc).__name__}: {exc}",
                 isolation=trained.isolation,
             ) from exc
+
+    async def _score_dev(self, ckpt: Any, family: str, temperature: float) -> Any:
+        """The dev-split score a multi-job episode's ``job_result`` shows (never the hidden score)."""
+        from adapters.tiny.scorer import score_dev
+
+        try:
+            return await asyncio.to_thread(
+                score_dev, ckpt, family, temperature=temperature, seed=self.eval_seed, limit=self.eval_limit
+            )
+        except Exception as exc:
+            raise _Failed("scoring_error", f"dev eval of {family}: {type(exc).__name__}: {exc}") from exc
 
     async def _score(self, ckpt: Any, family: str, temperature: float, *, isolation: str = "") -> Any:
         from adapters.tiny.scorer import score_hidden
@@ -301,6 +318,15 @@ def _spec_limits(root: Path) -> tuple[float | None, float | None]:
     if errors:
         raise _Failed("config_error", f"{path}: " + "; ".join(errors))
     return float(spec.bounds.time_budget_s), float(spec.eval.temperature)
+
+
+def _multi_job(root: Path) -> bool:
+    """Whether the bundle's task spec allows more than one job per episode (then the dev split is scored)."""
+    path = root / "task_spec.json"
+    if not path.exists():
+        return False
+    spec = msgspec.json.decode(path.read_bytes(), type=TaskSpec)  # _spec_limits decoded and checked it already
+    return spec.episode is not None and spec.episode.max_jobs > 1
 
 
 def _rounded(timings: dict[str, float]) -> dict[str, float]:

@@ -12,7 +12,7 @@ import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-__all__ = ["make_bundle", "unpack_bundle"]
+__all__ = ["bundle_files", "make_bundle", "unpack_bundle"]
 
 
 def make_bundle(files: Mapping[str, bytes], spec_json: bytes) -> bytes:
@@ -42,3 +42,14 @@ def unpack_bundle(data: bytes, dest: Path) -> list[str]:
             target.write_bytes(src.read())
             names.append(p.as_posix())
     return names
+
+
+def bundle_files(data: bytes) -> dict[str, bytes]:
+    """A bundle's regular files by name, in memory (for reading job.toml back or diffing two jobs)."""
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        for member in tar.getmembers():
+            src = tar.extractfile(member) if member.isfile() else None
+            if src is not None:
+                out[member.name] = src.read()
+    return out

@@ -11,9 +11,15 @@ import msgspec
 from engine.projection import Projection, handles
 from events import (
     AgentTurnTaken,
+    EpisodeFinalChosen,
     EpisodeFinished,
+    EpisodeJobSubmitted,
+    EpisodeLimitsSet,
     EpisodeStarted,
+    JobFailed,
+    JobProgressed,
     JobQueued,
+    JobSucceeded,
     RewardComputed,
     SubmissionReceived,
     SubmissionRejected,
@@ -23,7 +29,45 @@ from events import (
     WorkspaceFileWritten,
 )
 
-__all__ = ["EpisodeState", "EpisodesProjection"]
+__all__ = ["CurvePoint", "EpisodeJob", "EpisodeState", "EpisodesProjection", "owner_of"]
+
+
+class CurvePoint(msgspec.Struct, frozen=True):
+    """One training step of a job as the agent may see it: the *training* reward and loss, never a score."""
+
+    step: int
+    reward: float | None
+    loss: float | None
+
+
+class EpisodeJob(msgspec.Struct, kw_only=True):
+    """One job of a multi-job episode. ``pre`` / ``post`` are hidden-eval scores: the reward reads them, the
+    agent's tools never do (they read ``curve`` and the dev scores)."""
+
+    job_id: str
+    index: int
+    parent_job_id: str = ""
+    bundle: str = ""
+    attempt: int = 0
+    base_model: str = ""
+    queued: bool = False  # its job.queued is in the log (a resumed episode queues the ones without)
+    reserve_usd: float = 0.0
+    reserve_s: float = 0.0
+    submitted_ts: float = 0.0
+    status: str = "queued"  # queued | running | succeeded | failed
+    phase: str = ""
+    step: int = 0
+    total_steps: int = 0
+    curve: list[CurvePoint] = []
+    dev_pre: float | None = None
+    dev_post: float | None = None
+    pre: float | None = None
+    post: float | None = None
+    train_seconds: float = 0.0
+    seconds: float = 0.0  # the job's whole wall time (its timings' total), what the budget settles
+    failure: str = ""
+    detail: str = ""
+    ended_ts: float = 0.0
 
 
 class EpisodeState(msgspec.Struct, kw_only=True):
@@ -53,6 +97,20 @@ class EpisodeState(msgspec.Struct, kw_only=True):
     reward: float | None = None
     started_ts: float = 0.0
     finished_ts: float = 0.0
+    max_jobs: int = 1  # > 1: a multi-job episode (the fields below)
+    job_budget_usd: float = 0.0
+    wall_s: float = 0.0
+    jobs: dict[str, EpisodeJob] = {}  # job id -> its state, in submission order
+    final_job: str = ""
+    rejected: int = 0  # rejected submissions
+
+
+def owner_of(state: dict[str, EpisodeState], job_id: str) -> EpisodeState | None:
+    """The multi-job episode that submitted ``job_id`` (None for a one-shot episode's job or an unknown one)."""
+    for ep in state.values():
+        if job_id in ep.jobs:
+            return ep
+    return None
 
 
 class EpisodesProjection(Projection[dict[str, EpisodeState]]):
@@ -74,6 +132,12 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
             group_id=e.group_id,
             started_ts=self.current.ts,
         )
+        return s
+
+    @handles(EpisodeLimitsSet)
+    def _limits(self, s: dict[str, EpisodeState], e: EpisodeLimitsSet) -> dict[str, EpisodeState]:
+        ep = s[e.episode_id]
+        ep.max_jobs, ep.job_budget_usd, ep.wall_s = e.max_jobs, e.job_budget_usd, e.wall_s
         return s
 
     @handles(AgentTurnTaken)
@@ -118,12 +182,68 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
     @handles(SubmissionRejected)
     def _rejected(self, s: dict[str, EpisodeState], e: SubmissionRejected) -> dict[str, EpisodeState]:
         s[e.episode_id].probe_seconds.append(e.probe_seconds)
+        s[e.episode_id].rejected += 1
+        return s
+
+    @handles(EpisodeJobSubmitted)
+    def _job_submitted(self, s: dict[str, EpisodeState], e: EpisodeJobSubmitted) -> dict[str, EpisodeState]:
+        s[e.episode_id].jobs[e.job_id] = EpisodeJob(
+            job_id=e.job_id,
+            index=e.index,
+            parent_job_id=e.parent_job_id,
+            bundle=e.bundle,
+            attempt=e.attempt,
+            reserve_usd=e.reserve_usd,
+            reserve_s=e.reserve_s,
+            submitted_ts=self.current.ts,
+        )
+        return s
+
+    @handles(JobProgressed)
+    def _job_progressed(self, s: dict[str, EpisodeState], e: JobProgressed) -> dict[str, EpisodeState]:
+        ep = owner_of(s, e.job_id)
+        if ep is None:
+            return s
+        job = ep.jobs[e.job_id]
+        job.status, job.phase = "running", e.phase or job.phase
+        if e.phase == "train":  # pre_score / post_score progress carries hidden scores: never kept for the agent
+            job.step, job.total_steps = e.step, e.total_steps or job.total_steps
+            if not job.curve or job.curve[-1].step != e.step:
+                job.curve.append(CurvePoint(e.step, e.reward, e.loss))
+        return s
+
+    @handles(JobSucceeded)
+    def _job_succeeded(self, s: dict[str, EpisodeState], e: JobSucceeded) -> dict[str, EpisodeState]:
+        ep = owner_of(s, e.job_id)
+        if ep is not None:
+            job = ep.jobs[e.job_id]
+            job.status, job.pre, job.post, job.train_seconds = "succeeded", e.pre, e.post, e.train_seconds
+            job.dev_pre, job.dev_post = e.metrics.get("dev_pre"), e.metrics.get("dev_post")
+            # The job's wall time as the dispatcher recorded it (``wall_s``; a trainer's own ``total`` otherwise).
+            job.seconds = e.timings.get("wall_s", e.timings.get("total", e.train_seconds))
+            job.ended_ts = self.current.ts
+        return s
+
+    @handles(JobFailed)
+    def _job_failed(self, s: dict[str, EpisodeState], e: JobFailed) -> dict[str, EpisodeState]:
+        ep = owner_of(s, e.job_id)
+        if ep is not None:
+            job = ep.jobs[e.job_id]
+            job.status, job.failure, job.detail = "failed", e.reason, e.detail[:500]
+            job.seconds, job.ended_ts = job.reserve_s, self.current.ts  # no timings: count its whole reservation
+        return s
+
+    @handles(EpisodeFinalChosen)
+    def _final(self, s: dict[str, EpisodeState], e: EpisodeFinalChosen) -> dict[str, EpisodeState]:
+        s[e.episode_id].final_job = e.job_id
         return s
 
     @handles(JobQueued)
     def _queued(self, s: dict[str, EpisodeState], e: JobQueued) -> dict[str, EpisodeState]:
         ep = s.get(e.episode_id)
-        if ep is not None:
+        if ep is not None and e.job_id in ep.jobs:
+            ep.jobs[e.job_id].queued, ep.jobs[e.job_id].base_model = True, e.base_model
+        elif ep is not None and ep.max_jobs <= 1:  # a multi-job episode's jobs are in ep.jobs
             ep.job_id, ep.job_model, ep.job_time_budget_s = e.job_id, e.base_model, e.time_budget_s
         return s
 

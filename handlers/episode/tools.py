@@ -3,6 +3,11 @@
 A malformed call (unknown tool, arguments that are not a JSON object, a missing or mistyped argument)
 and every refused file operation come back as a tool result the agent can read, never as an exception
 that ends the episode. ``submit_job`` is only recognised here; the episode loop runs the probe.
+
+A multi-job task spec (``episode.max_jobs > 1``) gives the agent :func:`tool_schemas` ``(multi=True)``: the same
+tools, ``submit_job`` returning a job id instead of ending the episode, and the job tools (``job_status``,
+``job_result``, ``wait_for_jobs``, ``finish``), which the episode loop runs against its own jobs. A one-shot
+spec gets ``TOOL_SCHEMAS``, exactly as before, and the job tools are unknown to it.
 """
 
 from __future__ import annotations
@@ -14,9 +19,21 @@ from typing import Any
 from handlers.episode.workspace import Workspace, WorkspaceError
 from handlers.ports.policy import ToolCall
 
-__all__ = ["SUBMIT_JOB", "TOOL_SCHEMAS", "ToolOutcome", "parse_arguments", "run_tool"]
+__all__ = [
+    "FINISH",
+    "JOB_TOOLS",
+    "MULTI_TOOL_SCHEMAS",
+    "SUBMIT_JOB",
+    "TOOL_SCHEMAS",
+    "ToolOutcome",
+    "parse_arguments",
+    "run_tool",
+    "tool_schemas",
+]
 
 SUBMIT_JOB = "submit_job"
+FINISH = "finish"
+JOB_TOOLS = ("job_status", "job_result", "wait_for_jobs", FINISH)
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -71,7 +88,59 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     ),
 ]
 
+_JOB_ID = {"type": "string", "description": "a job id returned by submit_job, e.g. 'job-1'"}
+
+MULTI_TOOL_SCHEMAS: list[dict[str, Any]] = [
+    *[t for t in TOOL_SCHEMAS if t["function"]["name"] != SUBMIT_JOB],
+    _fn(
+        SUBMIT_JOB,
+        "Submit the workspace (env package + job.toml) as a training job. It is validated first (on failure you "
+        "get the failed checks and may fix and resubmit a limited number of times); a valid one is queued and you "
+        "get its job id. It runs while you keep working; this task allows several jobs per episode.",
+        {},
+        [],
+    ),
+    _fn(
+        "job_status",
+        "A job's phase (queued, pre_score, train, post_score, succeeded, failed), training step and recent "
+        "training reward.",
+        {"job_id": _JOB_ID},
+        ["job_id"],
+    ),
+    _fn(
+        "job_result",
+        "A finished job's training curve (reward and loss per step) and its score on the task's dev split "
+        "before and after training. Hidden-eval scores are never shown.",
+        {"job_id": _JOB_ID},
+        ["job_id"],
+    ),
+    _fn(
+        "wait_for_jobs",
+        "Wait until the given jobs (default: all of yours) have finished, or timeout_s seconds have passed; "
+        "returns each job's status.",
+        {
+            "job_ids": {"type": "array", "items": {"type": "string"}, "description": "job ids (default: all)"},
+            "timeout_s": {"type": "number", "description": "most seconds to wait (default: 600)"},
+        },
+        [],
+    ),
+    _fn(
+        FINISH,
+        "End the episode, naming the job whose model is your result: its hidden-eval score after training is "
+        "your reward's quality term. Every job you ran counts towards the time and cost term.",
+        {"final_job_id": _JOB_ID},
+        ["final_job_id"],
+    ),
+]
+
+
+def tool_schemas(multi: bool) -> list[dict[str, Any]]:
+    """The tools an episode offers: today's for a one-shot spec, the job tools too for a multi-job one."""
+    return MULTI_TOOL_SCHEMAS if multi else TOOL_SCHEMAS
+
+
 _SPEC = {t["function"]["name"]: t["function"]["parameters"] for t in TOOL_SCHEMAS}
+_MULTI_SPEC = {t["function"]["name"]: t["function"]["parameters"] for t in MULTI_TOOL_SCHEMAS}
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
@@ -86,11 +155,12 @@ class ToolArgumentError(ValueError):
     pass
 
 
-def parse_arguments(call: ToolCall) -> dict[str, Any]:
+def parse_arguments(call: ToolCall, *, multi: bool = False) -> dict[str, Any]:
     """Decode and check a call's arguments against its schema (ToolArgumentError: a message for the agent)."""
-    spec = _SPEC.get(call.name)
+    specs = _MULTI_SPEC if multi else _SPEC
+    spec = specs.get(call.name)
     if spec is None:
-        raise ToolArgumentError(f"unknown tool {call.name!r}; available tools: {', '.join(_SPEC)}")
+        raise ToolArgumentError(f"unknown tool {call.name!r}; available tools: {', '.join(specs)}")
     text = call.arguments.strip() or "{}"
     try:
         args = json.loads(text)
@@ -108,6 +178,13 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         expected = _TYPES[props[key]["type"]]
         if not isinstance(value, expected) or isinstance(value, bool) is not (expected is bool):
             raise ToolArgumentError(f"{call.name}: argument {key!r} must be a {props[key]['type']}")
+        item_type = props[key].get("items", {}).get("type")
+        if (
+            item_type is not None
+            and isinstance(value, list)
+            and not all(isinstance(v, _TYPES[item_type]) for v in value)
+        ):
+            raise ToolArgumentError(f"{call.name}: argument {key!r} must be an array of {item_type}s")
     return args
 
 
@@ -117,15 +194,18 @@ class ToolOutcome:
     content: str
     written: tuple[str, bytes] | None = None  # (clean path, bytes) when a file changed
     submit: bool = False
+    job_tool: bool = False  # one of JOB_TOOLS: the episode loop runs it with ``extra`` (its parsed arguments)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run_tool(call: ToolCall, workspace: Workspace, baselines: dict[str, float]) -> ToolOutcome:
+def run_tool(call: ToolCall, workspace: Workspace, baselines: dict[str, float], *, multi: bool = False) -> ToolOutcome:
     """Execute one non-submit tool call. Never raises for anything the agent did."""
     try:
-        args = parse_arguments(call)
+        args = parse_arguments(call, multi=multi)
     except ToolArgumentError as exc:
         return ToolOutcome(False, f"error: {exc}")
+    if call.name in JOB_TOOLS:
+        return ToolOutcome(True, "", job_tool=True, extra=args)
     try:
         if call.name == "read_file":
             return ToolOutcome(True, workspace.read(args["path"]))

@@ -1,8 +1,10 @@
 """The reward reactor: every finished episode gets exactly one ``reward.computed``.
 
 An episode that did not validate is rewarded when it finishes; a validated one when its job succeeds or
-fails. The inputs come from projections only (episodes, baselines, rewards), so a resumed run computes
-the rewards it still owes and never a second one for an episode already rewarded.
+fails. A multi-job episode (:mod:`handlers.reward.multi`) is rewarded once it has finished and every one of its
+jobs has an outcome (at once when it named no final job). The inputs come from projections only (episodes,
+baselines, rewards), so a resumed run computes the rewards it still owes and never a
+second one for an episode already rewarded.
 
 ``post - best_pre`` only means something when both were scored on the same hidden tasks: a job scored on
 a smoke subset (its ``eval_n`` metric) against baselines frozen on another number of tasks is refused,
@@ -19,9 +21,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.runtime import Runtime
 from events import BaselineFrozen, EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
-from handlers.episode.projection import EpisodesProjection, EpisodeState
+from handlers.episode.projection import EpisodesProjection, EpisodeState, owner_of
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
+from handlers.reward.multi import is_multi, multi_inputs
 from handlers.reward.projection import RewardsProjection
 
 __all__ = ["RewardReactor", "inputs_for", "mismatched_n"]
@@ -79,6 +82,8 @@ class RewardReactor:
             ev = rec.event
             if isinstance(ev, BaselineFrozen):
                 self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
+            if isinstance(ev, EpisodeFinished) and is_multi(rt.state(EpisodesProjection)[ev.episode_id]):
+                await self._reward_multi(rt, ev.episode_id)
             elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
@@ -92,6 +97,8 @@ class RewardReactor:
             ev = rec.event
             if isinstance(ev, BaselineFrozen):
                 self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
+            if isinstance(ev, EpisodeFinished) and is_multi(rt.state(EpisodesProjection)[ev.episode_id]):
+                await self._reward_multi(rt, ev.episode_id)
             elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
                 await self._reward(rt, ev.episode_id, None)
             elif isinstance(ev, JobSucceeded | JobFailed):
@@ -100,9 +107,27 @@ class RewardReactor:
 
     async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
         episodes: dict[str, EpisodeState] = rt.state(EpisodesProjection)
+        multi = owner_of(episodes, job.job_id)
+        if multi is not None:
+            await self._reward_multi(rt, multi.episode_id)
+            return
         owner = next((e for e in episodes.values() if e.job_id == job.job_id), None)
         if owner is not None:
             await self._reward(rt, owner.episode_id, job)
+
+    async def _reward_multi(self, rt: Runtime, episode_id: str) -> None:
+        if episode_id in rt.state(RewardsProjection):
+            return
+        ep: EpisodeState = rt.state(EpisodesProjection)[episode_id]
+        frozen = rt.state(BaselinesProjection)
+        best = best_pre(frozen, ep.family)
+        inputs = multi_inputs(ep, best=best)
+        if inputs is None:
+            return  # not due yet: its jobs' outcomes will call again
+        if inputs.job_status == "succeeded" and best is None:
+            log.error("reward.no_baseline", family=ep.family, episode_id=episode_id)
+            return
+        await rt.emit(compute_reward(inputs, self.config))
 
     async def _reward(
         self, rt: Runtime, episode_id: str, job: JobSucceeded | JobFailed | None

@@ -31,6 +31,7 @@ from handlers.fleet.queue import QueueState
 from handlers.reward.projection import breakdown
 from views.report.accounts import Accounts, AccountsProjection
 from views.report.curves import JobCurve, JobCurvesProjection
+from views.report.job_tree import job_tree_lines
 from views.report.jobtoml import JobChoice, choice_of_bundle, choice_of_toml
 from views.watch.folder import RunFolder
 from views.watch.outer import in_order
@@ -128,6 +129,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
     # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
     episodes: list[EpisodeDetail] = []
+    job_trees: list[str] = []  # markdown: each multi-job episode's job tree with diffs (views.report.job_tree)
 
 
 class EpisodeDetail(msgspec.Struct, frozen=True, kw_only=True):
@@ -343,6 +345,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         provider=st["run"].provider,
         standin=st["run"].standin,
         capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
+        job_trees=job_tree_lines(episodes, BlobStore(root / "blobs")),
     )
 
 

@@ -366,6 +366,9 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
     families = ", ".join(sorted({f for h in d.holdout for f in h.families})) or "the held-out family"
     lines += ["## Holdout", "", f"Episodes on {families} (never trained on), by the sampler version they ran.", ""]
     lines += [*_holdout(d), ""]
+    if d.job_trees:
+        lines += ["## Multi-job episodes", "", "Each episode's jobs (a job under the one it revised) and what changed."]
+        lines += ["", *d.job_trees]
     lines += ["## Errors", "", *_errors(d), ""]
     return "\n".join(lines)
 
