@@ -100,7 +100,7 @@ def test_an_unreachable_agent_endpoint_ends_the_episode_non_zero_with_the_cause(
         async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
             raise PolicyError("http://127.0.0.1:9/v1 unreachable after 4 attempts: ConnectError")
 
-    monkeypatch.setattr(episode_wiring, "make_policy", lambda *a: (Unreachable(), "a dead endpoint"))
+    monkeypatch.setattr(episode_wiring, "make_policy", lambda *a, **k: (Unreachable(), "a dead endpoint"))
     argv = ["--runs-root", str(tmp_path), "episode", "--task", TASK, "--run-id", "r", "--no-job"]
     assert main(argv) == 1
     out = capsys.readouterr().out

@@ -304,8 +304,16 @@ def _episodes_markdown(d: ReportData, plots: Sequence[str]) -> str:
         *costs[costs.index("Settled spend by kind (the whole run, holdout and idle pods included):") :],
         "",
     ]
+    lines += _job_trees(d)
     lines += ["## Errors", "", *_errors(d), ""]
     return "\n".join(lines)
+
+
+def _job_trees(d: ReportData) -> list[str]:
+    if not d.job_trees:
+        return []
+    intro = "Each episode's jobs (a job under the one it revised) and what changed."
+    return ["## Multi-job episodes", "", intro, "", *d.job_trees]
 
 
 def markdown(d: ReportData, plots: Sequence[str]) -> str:
@@ -366,9 +374,7 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
     families = ", ".join(sorted({f for h in d.holdout for f in h.families})) or "the held-out family"
     lines += ["## Holdout", "", f"Episodes on {families} (never trained on), by the sampler version they ran.", ""]
     lines += [*_holdout(d), ""]
-    if d.job_trees:
-        lines += ["## Multi-job episodes", "", "Each episode's jobs (a job under the one it revised) and what changed."]
-        lines += ["", *d.job_trees]
+    lines += _job_trees(d)
     lines += ["## Errors", "", *_errors(d), ""]
     return "\n".join(lines)
 

@@ -106,7 +106,7 @@ async def test_two_jobs_the_second_fixing_the_first(tmp_path: Path) -> None:
     ]
     assert [e.job_id for e in events if isinstance(e, JobQueued)] == [s.job_id for s in submitted]
     assert "learning_rate = 1e-4" in _bundle_job_toml(run, submitted[0].bundle)
-    assert "learning_rate = 3e-6" in _bundle_job_toml(run, submitted[1].bundle)
+    assert "learning_rate = 1e-5" in _bundle_job_toml(run, submitted[1].bundle)  # the fixture's own rate
     texts = _tool_texts(events)
     assert any("queued as job-1" in t for t in texts) and any("queued as job-2" in t for t in texts)
     assert any("dev-split score: before training 0.250, after training 0.125" in t for t in texts)

@@ -19,7 +19,7 @@ async def test_report_shows_the_job_tree_with_the_diff(tmp_path: Path) -> None:
     assert "### ep-0 (finished; final: job-2)" in section
     assert "- `job-1` (ep-0-job-1): succeeded, hidden post 0.382, dev 0.250 → 0.125" in section
     assert "  - `job-2` **final** (ep-0-job-2): succeeded, hidden post 0.693, dev 0.250 → 0.500" in section
-    assert "-learning_rate = 1e-4" in section and "+learning_rate = 3e-6" in section
+    assert "-learning_rate = 1e-4" in section and "+learning_rate = 1e-5" in section
     assert "env/" not in section.split("```diff", 1)[1].split("```", 1)[0]  # only job.toml changed
 
 
