@@ -1,6 +1,7 @@
 """`ait episode` on a multi-job spec, keyless, on the real CPU path: the scripted two-job trajectory runs job-1
 at lr 1e-4 (too high), reads its result, runs job-2 at the fixture's 1e-5 and names it final. Both jobs really
-train on the local pod's CPU trainer and are scored on the hidden eval; the second scores better; the reward is job-2's."""
+train on the local pod's CPU trainer and are scored on the hidden eval; the second scores better; the reward is
+job-2's."""
 
 from __future__ import annotations
 
