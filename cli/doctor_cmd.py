@@ -55,7 +55,7 @@ async def _doctor(cfg: Any, ports: DoctorPorts, agent_model: str) -> list[tuple[
 
     env = ports.environ
     backend = cfg.backend.kind if cfg is not None else ""
-    provider = str((cfg.raw.get("fleet", {}) or {}).get("provider") or cfg.inner.provider) if cfg is not None else ""
+    provider = cfg.provider if cfg is not None else ""
     rows: list[tuple[bool, Any]] = []  # (required, check)
 
     need = cfg is None or backend == "tinker"
