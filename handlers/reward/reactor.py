@@ -79,31 +79,27 @@ class RewardReactor:
 
     async def __call__(self, rt: Runtime, stream: MemoryObjectReceiveStream[Recorded]) -> None:
         async for rec in stream:
-            ev = rec.event
-            if isinstance(ev, BaselineFrozen):
-                self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
-            if isinstance(ev, EpisodeFinished) and is_multi(rt.state(EpisodesProjection)[ev.episode_id]):
-                await self._reward_multi(rt, ev.episode_id)
-            elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
-                await self._reward(rt, ev.episode_id, None)
-            elif isinstance(ev, JobSucceeded | JobFailed):
-                await self._reward_job(rt, ev)
+            await self._observe(rt, rec)
 
     async def catch_up(self, rt: Runtime, records: Iterable[Recorded]) -> int:
         """On resume: reward what the log owes a reward (a crash between an episode's or a job's end and its
         ``reward.computed``); the reactor only sees events recorded from now on. Returns how many it emitted."""
         before = len(rt.state(RewardsProjection))
         for rec in records:
-            ev = rec.event
-            if isinstance(ev, BaselineFrozen):
-                self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
-            if isinstance(ev, EpisodeFinished) and is_multi(rt.state(EpisodesProjection)[ev.episode_id]):
-                await self._reward_multi(rt, ev.episode_id)
-            elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
-                await self._reward(rt, ev.episode_id, None)
-            elif isinstance(ev, JobSucceeded | JobFailed):
-                await self._reward_job(rt, ev)
+            await self._observe(rt, rec)
         return len(rt.state(RewardsProjection)) - before
+
+    async def _observe(self, rt: Runtime, rec: Recorded) -> None:
+        """One record, live or caught up: note a baseline's n, reward what this record completes."""
+        ev = rec.event
+        if isinstance(ev, BaselineFrozen):
+            self.baseline_n.setdefault(ev.family, {})[ev.model] = ev.n
+        if isinstance(ev, EpisodeFinished) and is_multi(rt.state(EpisodesProjection)[ev.episode_id]):
+            await self._reward_multi(rt, ev.episode_id)
+        elif isinstance(ev, EpisodeFinished) and ev.status != "validated":
+            await self._reward(rt, ev.episode_id, None)
+        elif isinstance(ev, JobSucceeded | JobFailed):
+            await self._reward_job(rt, ev)
 
     async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
         episodes: dict[str, EpisodeState] = rt.state(EpisodesProjection)
