@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import structlog
 from tinker import types
 
-from handlers.training import DatumSpec, StepOutcome
+from handlers.ports.learner import DatumSpec, StepOutcome, check_batch
 
 from .convert import to_datum
 from .port import ServiceLike, TrainingClientLike
@@ -57,6 +57,7 @@ class TinkerLearner:
         if not datums:
             raise ValueError("train_step: no datums")
         client = await self._training_client()
+        check_batch(datums)
         data = [to_datum(d) for d in datums]
         try:
             # Both submitted before awaiting either: they land in the same server clock cycle.

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 
 from engine.atomic import write_atomic
+from handlers.ports.learner import DatumSpec, StepOutcome, check_batch
 from handlers.ports.policy import AgentPolicy, AgentReply
-from handlers.training import DatumSpec, StepOutcome
 
 __all__ = ["OFFLINE_PREFIX", "OfflineLearner", "OfflinePolicy", "message_tokens", "render_tokens"]
 
@@ -70,13 +70,7 @@ class OfflineLearner:
         loss_fn_config: dict[str, float] | None,
         learning_rate: float,
     ) -> StepOutcome:
-        if not datums:
-            raise ValueError("train_step: no datums")
-        for i, d in enumerate(datums):
-            n = len(d.input_tokens)
-            for key in ("target_tokens", "logprobs", "advantages", "mask"):
-                if len(getattr(d, key)) != n:
-                    raise ValueError(f"datum {i}: {key} has {len(getattr(d, key))} entries for {n} input tokens")
+        check_batch(datums)
         self.batches.append(list(datums))
         self.state.steps += 1
         self.state.adam_steps += 1

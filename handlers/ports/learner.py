@@ -10,7 +10,7 @@ from typing import Protocol
 
 import msgspec
 
-__all__ = ["DatumSpec", "LearnerPort", "StepOutcome"]
+__all__ = ["DatumSpec", "LearnerPort", "StepOutcome", "check_batch"]
 
 
 class DatumSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -25,6 +25,18 @@ class DatumSpec(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def n_trained(self) -> int:
         return int(sum(self.mask))
+
+
+def check_batch(datums: Sequence[DatumSpec]) -> None:
+    """What every learner refuses before applying anything: an empty batch, or a datum whose per-token lists
+    are not all as long as its ``input_tokens``."""
+    if not datums:
+        raise ValueError("train_step: no datums")
+    for i, d in enumerate(datums):
+        n = len(d.input_tokens)
+        for key in ("target_tokens", "logprobs", "advantages", "mask"):
+            if len(getattr(d, key)) != n:
+                raise ValueError(f"datum {i}: {key} has {len(getattr(d, key))} entries for {n} input tokens")
 
 
 class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):

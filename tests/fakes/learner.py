@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from handlers.training import DatumSpec, StepOutcome
+from handlers.ports.learner import DatumSpec, StepOutcome, check_batch
 
 __all__ = ["FakeLearner", "Step"]
 
@@ -48,13 +48,7 @@ class FakeLearner:
         loss_fn_config: dict[str, float] | None,
         learning_rate: float,
     ) -> StepOutcome:
-        if not datums:
-            raise ValueError("train_step: no datums")
-        for i, d in enumerate(datums):
-            n = len(d.input_tokens)
-            for key in ("target_tokens", "logprobs", "advantages", "mask"):
-                if len(getattr(d, key)) != n:
-                    raise ValueError(f"datum {i}: {key} has {len(getattr(d, key))} entries for {n} input tokens")
+        check_batch(datums)
         await asyncio.sleep(self.delay)
         self.steps.append((list(datums), loss_fn, loss_fn_config, learning_rate))
         self.applied += 1
