@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import strategies as st
 
-__all__ = ["Mutant", "toml_mutants"]
+from tests.fuzzing import record
+
+__all__ = ["Mutant", "check_refusal", "check_silence", "toml_mutants"]
 
 _KEY_LINE = re.compile(r"""^(?P<key>[A-Za-z0-9_\-]+|"[^"]*")\s*=\s*(?P<value>.+?)\s*(?:#.*)?$""")
 _HEADER = re.compile(r"^\[(?P<name>[^\]]+)\]\s*(?:#.*)?$")
@@ -130,3 +133,18 @@ def toml_mutants(draw: st.DrawFn, base: str, open_tables: tuple[str, ...] = ()) 
                 parts.insert(i, parts[i])
             data = bytearray(b"\n".join(parts))
     return Mutant(bytes(data), "blind")
+
+
+def check_refusal(m: Mutant, path: Path, msg: str) -> None:
+    """A clean refusal: one line that names the file, and for a targeted mutation its line and key."""
+    assert "\n" not in msg and msg.startswith(f"{path}"), msg
+    if m.must_fail:
+        assert msg.startswith(f"{path}:{m.line}: "), f"{m.kind}: the error names no line {m.line}: {msg}"
+        assert m.key in msg if m.key else "not UTF-8" in msg, f"{m.kind}: the error names no {m.key!r}: {msg}"
+
+
+def check_silence(m: Mutant, surface: str) -> None:
+    """Accepted without complaint: fine for a valid mutation, a failure (tallied) for one that must fail."""
+    if m.must_fail:
+        record(surface, "silent_accept", m.kind)
+        raise AssertionError(f"{m.kind} at line {m.line} ({m.key!r}) accepted without complaint")
