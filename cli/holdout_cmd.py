@@ -154,17 +154,20 @@ async def holdout(
         ids = [eid for eid, _ in tasks]
         console.print(f"run {rt.run_id}: {n} holdout episodes on {family} with sampler v{version} ({path or 'base'})")
         limit = anyio.Semaphore(cfg.outer.episode_concurrency)
-        async with fleet_running(rt, cfg, ran_on):
-            with progress("holdout episodes", total=n, unit="episodes") as bar:
+        try:
+            async with fleet_running(rt, cfg, ran_on):
+                with progress("holdout episodes", total=n, unit="episodes") as bar:
 
-                async def one(eid: str, task: TaskRef) -> None:
-                    async with limit:
-                        await episodes.run_to_reward(eid, task, version, path)
-                    bar.advance()
+                    async def one(eid: str, task: TaskRef) -> None:
+                        async with limit:
+                            await episodes.run_to_reward(eid, task, version, path)
+                        bar.advance()
 
-                async with anyio.create_task_group() as tg:
-                    for eid, task in tasks:
-                        tg.start_soon(one, eid, task)
+                    async with anyio.create_task_group() as tg:
+                        for eid, task in tasks:
+                            tg.start_soon(one, eid, task)
+        finally:
+            await backend.aclose()
     data = collect(run_dir)
     rows = [r for r in data.holdout if r.sampler_version == version]
     table = _table(rows)

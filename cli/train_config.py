@@ -7,11 +7,14 @@ Tables:
 - ``[run]``: ``name`` (run id prefix), ``seed``.
 - ``[outer]``: the outer loop (:class:`handlers.training.OuterConfig`): model, rank, lr, loss, group size,
   tasks per batch, staleness, concurrency, families, steps.
-- ``[backend]``: ``kind = "tinker"`` (real Tinker; needs ``TINKER_API_KEY``) or ``"offline"``
-  (adapters/tinker/offline.py: no network, LEARNS NOTHING; for smoke runs and tests); ``base_url`` (tinker).
-- ``[agent]``: ``kind = "tinker"`` (the policy samples from the backend's sampler; needs the tinker backend)
-  or ``"scripted"`` (replays ``<trajectories>/<family>_good.json``; with the offline backend it carries toy
-  token ids so the learner has datums).
+- ``[backend]``: ``kind = "tinker"`` (real Tinker; needs ``TINKER_API_KEY``), ``"local"`` (adapters/local_learner:
+  LoRA with peft + torch on this machine, ``device = "auto" | "cpu" | "cuda"``; the losses it implements only) or
+  ``"offline"`` (adapters/tinker/offline.py: no network, LEARNS NOTHING; for smoke runs and tests); ``base_url``
+  (tinker).
+- ``[agent]``: ``kind = "tinker"`` (the policy samples from the backend's sampler; needs the tinker backend),
+  ``"local"`` (samples the local backend's published weights through the local OpenAI-compatible server; needs
+  the local backend) or ``"scripted"`` (replays ``<trajectories>/<family>_good.json``; with the offline backend it
+  carries toy token ids so the learner has datums).
 - ``[episode]``: ``task_spec`` (a path pattern with ``{family}``), ``max_turns``, ``max_attempts``,
   ``validator = "probe"`` (the sandboxed probe, seconds per submission) or ``"job_config"`` (job.toml
   against the task's bounds only, runs no agent code: fast, for smoke runs and the crash test).
@@ -59,13 +62,20 @@ class RunTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     seed: int = 0
 
 
+#: The losses the local learner implements (adapters/local_learner/losses.py says why not the others).
+LOCAL_LOSSES = ("importance_sampling", "ppo", "cispo")
+
+
 class BackendTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     kind: str = "tinker"
     base_url: str = ""
+    device: str = "auto"  # the local learner's: auto (the GPU when torch sees one), cpu, cuda, cuda:N
 
     def __post_init__(self) -> None:
-        if self.kind not in ("tinker", "offline"):
-            raise ValueError(f"kind: {self.kind!r} is not one of tinker, offline")
+        if self.kind not in ("tinker", "local", "offline"):
+            raise ValueError(f"kind: {self.kind!r} is not one of tinker, local, offline")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise ValueError(f"device: {self.device!r} is not one of auto, cpu, cuda, cuda:N")
 
 
 class AgentTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -73,8 +83,8 @@ class AgentTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     trajectories: str = "fixtures/trajectories"
 
     def __post_init__(self) -> None:
-        if self.kind not in ("tinker", "scripted"):
-            raise ValueError(f"kind: {self.kind!r} is not one of tinker, scripted")
+        if self.kind not in ("tinker", "local", "scripted"):
+            raise ValueError(f"kind: {self.kind!r} is not one of tinker, local, scripted")
 
 
 class EpisodeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -265,12 +275,26 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
         raise ConfigError(
             f"{source}: [backend] kind = 'tinker' trains the agent it samples: set [agent] kind = 'tinker'"
         )
+    _local_pairing(cfg, source, text)
     for family in outer.families:
         if not cfg.spec_path(family).is_file():
             raise ConfigError(f"{source}: [episode] task_spec: no file {cfg.spec_path(family)} for family {family}")
         if cfg.agent.kind == "scripted" and not cfg.trajectory_path(family).is_file():
             raise ConfigError(f"{source}: [agent] trajectories: no {cfg.trajectory_path(family)} for family {family}")
     return cfg
+
+
+def _local_pairing(cfg: RunConfig, source: str, text: str) -> None:
+    """The local backend trains the agent it samples, with the losses it implements."""
+    if (cfg.agent.kind == "local") != (cfg.backend.kind == "local"):
+        raise ConfigError(f"{source}: [agent] kind = 'local' and [backend] kind = 'local' go together (one trains the other)")
+    if cfg.backend.kind == "local" and cfg.outer.loss_fn not in LOCAL_LOSSES:
+        line = key_line(text, ["outer", "loss_fn"])
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(
+            f"{where}: [outer] loss_fn: {cfg.outer.loss_fn!r} is not implemented by [backend] kind = 'local' "
+            f"(one of {', '.join(LOCAL_LOSSES)})"
+        )
 
 
 def _provider(fleet_table: dict[str, Any], inner: InnerTable, source: str) -> tuple[str, str]:

@@ -155,6 +155,8 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
                         tg.cancel_scope.cancel()
         except Exception as exc:  # task groups raise ExceptionGroups: report the first real error
             failure = _first_error(exc)
+        finally:
+            await backend.aclose()
         if failure:
             await rt.emit(RunFinished(status="failed", reason=failure))
             raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")

@@ -1,11 +1,13 @@
 """Choosing the concrete adapters of ``ait train`` from its run config: the learner, the policy per sampler
 version, the validator. The only place the outer loop meets Tinker: ``[backend] kind = "tinker"`` builds
-``TinkerService`` / ``TinkerLearner`` / ``TinkerPolicy`` (never in tests); ``"offline"`` builds the offline
-backend, which learns nothing (adapters/tinker/offline.py).
+``TinkerService`` / ``TinkerLearner`` / ``TinkerPolicy`` (never in tests); ``"local"`` builds the local learner
+and its sampler server (adapters/local_learner: peft + torch, imported only here); ``"offline"`` builds the
+offline backend, which learns nothing (adapters/tinker/offline.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,22 @@ __all__ = ["Backend", "make_backend", "make_validator"]
 class Backend:
     """The learner and a policy factory over one backend, plus what they run on (printed and recorded)."""
 
-    def __init__(self, learner: LearnerPort, policy_for: PolicyFactory, ran_on: dict[str, str]) -> None:
+    def __init__(
+        self,
+        learner: LearnerPort,
+        policy_for: PolicyFactory,
+        ran_on: dict[str, str],
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.learner = learner
         self.policy_for = policy_for
         self.ran_on = ran_on
+        self._close = close
+
+    async def aclose(self) -> None:
+        """Stop what the backend started (the local sampler server); a no-op for the others."""
+        if self._close is not None:
+            await self._close()
 
 
 def _offline(cfg: RunConfig, run_dir: Path, resume_state_path: str, trajectory: Path | None) -> Backend:
@@ -42,6 +56,49 @@ def _offline(cfg: RunConfig, run_dir: Path, resume_state_path: str, trajectory: 
         "agent": f"scripted trajectories ({cfg.agent.trajectories}/<family>_good.json) with toy token ids",
     }
     return Backend(learner, policy_for, ran_on)
+
+
+def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
+    import httpx
+
+    from adapters.local_learner.learner import LocalLearner
+    from adapters.local_learner.sampler import LocalPolicy, LocalSamplerServer, SamplerPool
+
+    outer = cfg.outer
+    learner = LocalLearner(
+        run_dir,
+        base_model=outer.base_model,
+        rank=outer.lora_rank,
+        seed=cfg.run.seed,
+        device=cfg.backend.device,
+        resume_state_path=resume_state_path,
+    )
+    # Versions older than the staleness bound train nothing; +2 keeps the newest and the one being published.
+    pool = SamplerPool(run_dir, base_model=outer.base_model, rank=outer.lora_rank, keep=outer.max_steps_off_policy + 2)
+    server = LocalSamplerServer(pool)
+    transport = httpx.AsyncHTTPTransport()
+
+    async def policy_for(family: str, version: int, path: str) -> AgentPolicy:
+        await server.start()  # on first use, in the run's event loop
+        return LocalPolicy(
+            base_url=server.base_url,
+            transport=transport,
+            sampler_path=path,
+            sampler_version=version,
+            max_tokens=outer.max_tokens,
+            temperature=outer.temperature,
+            label=family,
+        )
+
+    async def close() -> None:
+        await transport.aclose()
+        await server.stop()
+
+    ran_on = {
+        "learner": f"local LoRA ({outer.base_model}, rank {outer.lora_rank}, {outer.loss_fn}, on {learner.device})",
+        "agent": f"local sampler server of {outer.base_model} (newest published LoRA merged)",
+    }
+    return Backend(learner, policy_for, ran_on, close)
 
 
 def _tinker(cfg: RunConfig, resume_state_path: str) -> Backend:
@@ -81,6 +138,8 @@ def make_backend(
     """``trajectory``: the scripted agent's trajectory for every family (``ait holdout --trajectory``)."""
     if cfg.backend.kind == "offline":
         return _offline(cfg, run_dir, resume_state_path, trajectory)
+    if cfg.backend.kind == "local":
+        return _local(cfg, run_dir, resume_state_path)
     return _tinker(cfg, resume_state_path)
 
 
