@@ -287,7 +287,9 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
 def _local_pairing(cfg: RunConfig, source: str, text: str) -> None:
     """The local backend trains the agent it samples, with the losses it implements."""
     if (cfg.agent.kind == "local") != (cfg.backend.kind == "local"):
-        raise ConfigError(f"{source}: [agent] kind = 'local' and [backend] kind = 'local' go together (one trains the other)")
+        raise ConfigError(
+            f"{source}: [agent] kind = 'local' and [backend] kind = 'local' go together (one trains the other)"
+        )
     if cfg.backend.kind == "local" and cfg.outer.loss_fn not in LOCAL_LOSSES:
         line = key_line(text, ["outer", "loss_fn"])
         where = f"{source}:{line}" if line else source

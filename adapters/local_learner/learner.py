@@ -137,8 +137,10 @@ class LocalLearner:
             total, ratio_sum, clipped, kl_sum, tokens = 0.0, 0.0, 0.0, 0.0, 0.0
             for batch in self._microbatches(datums):
                 t = self._tensors(batch)
-                parts = policy_loss(loss_fn, self.learner_logprobs(t), t["logprobs"], t["advantages"], t["mask"], config)
-                parts.loss.backward()  # gradients add up across micro-batches: the gradient of the summed loss
+                lp = self.learner_logprobs(t)
+                parts = policy_loss(loss_fn, lp, t["logprobs"], t["advantages"], t["mask"], config)
+                # Gradients add up across micro-batches: the gradient of the summed loss.
+                parts.loss.backward()  # type: ignore[no-untyped-call]
                 total += float(parts.loss.detach())
                 ratio_sum, clipped = ratio_sum + parts.ratio_sum, clipped + parts.clipped
                 kl_sum, tokens = kl_sum + parts.kl_sum, tokens + parts.tokens

@@ -48,14 +48,16 @@ def pick_device(device: str) -> torch.device:
 
 def load_base(base_model: str) -> tuple[Qwen3ForCausalLM, PreTrainedTokenizerFast]:
     """The base model (float32, eval mode, CPU) and its tokenizer."""
+    from transformers.utils import logging as hf_logging
+
+    # A "Loading weights" bar per sampler version would flood the run's stderr.
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     ckpt = load_checkpoint(base_model)
     return ckpt.model, ckpt.tokenizer
 
 
 def _config(rank: int) -> LoraConfig:
-    return LoraConfig(
-        r=rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=list(TARGET_MODULES), bias="none"
-    )
+    return LoraConfig(r=rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=list(TARGET_MODULES), bias="none")
 
 
 def attach_lora(model: Qwen3ForCausalLM, rank: int, *, seed: int) -> PeftModel:
@@ -100,5 +102,5 @@ def merged_model(base_model: str, state: Mapping[str, Tensor] | None, rank: int)
     merged = peft_model.merge_and_unload()
     if not isinstance(merged, Qwen3ForCausalLM):
         raise TypeError(f"merging the adapter gave {type(merged).__name__}, expected Qwen3ForCausalLM")
-    merged.eval()
+    merged.train(False)
     return merged

@@ -122,7 +122,8 @@ async def _samples(request: web.Request) -> web.Response:
     if not session:
         return web.json_response({"error": {"message": "query parameter `session_id` is required"}}, status=400)
     rows = request.app[_POOL].session_samples(session, pop=True)
-    return web.Response(body=msgspec.json.encode({"session_id": session, "samples": rows}), content_type="application/json")
+    body = msgspec.json.encode({"session_id": session, "samples": rows})
+    return web.Response(body=body, content_type="application/json")
 
 
 class LocalSamplerServer:
