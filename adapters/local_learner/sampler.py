@@ -136,6 +136,7 @@ class LocalSamplerServer:
         self.state = ServerState(pool, BASE)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._starting = asyncio.Lock()  # episodes start it on first use, several at once
 
     @property
     def base_url(self) -> str:
@@ -148,8 +149,12 @@ class LocalSamplerServer:
         return self._runner is not None
 
     async def start(self) -> None:
-        if self._runner is not None:
-            return
+        """Start serving (once: a second call, or a concurrent one, finds it running)."""
+        async with self._starting:
+            if self._runner is None:
+                await self._start()
+
+    async def _start(self) -> None:
         app = build_app(self.state)
         app[_POOL] = self.pool
         app.router.add_get("/v1/local/samples", _samples)
