@@ -68,6 +68,7 @@ class _Running:
         self.finished: dict[str, FinishedEpisode] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.closed = False  # closed short or discarded: later results are not its members
+        self.short = False  # closed short by an earlier process: re-runs what it kept, never closes again
 
     def finished_group(self) -> EpisodeGroup:
         episodes = [self.finished[i] for i in self.ids if i in self.finished]
@@ -224,6 +225,10 @@ class OuterLoop:
         learner sooner, shorten every group's staleness window in wall time and drop more stragglers
         (benchmarks/outer_sim.py: 2.4% instead of 3.4% of episodes discarded at 40 slots, same throughput)."""
         k, need = self.cfg.max_steps_off_policy, self.cfg.tasks_per_batch
+        if any(g.short for g in self._running.values()):
+            # Re-launched after a crash: it was closed short for this very step; its members had finished, so
+            # they come back from the log at once. Wait for them, so the step trains what the log decided.
+            return None
         fresh = split_by_staleness(self._done, self.step, k).fresh
         if len(fresh) < need:
             return None
@@ -293,7 +298,9 @@ class OuterLoop:
             members = g.members  # a group closed short re-runs the episodes it kept only
             self._free -= len(members)
             self._outstanding += 1
-            self._launch(_Running(g.group_id, TaskRef.parse(g.task_id), g.sampler_version, g.sampler_path, members))
+            group = _Running(g.group_id, TaskRef.parse(g.task_id), g.sampler_version, g.sampler_path, members)
+            group.short = bool(g.dropped)
+            self._launch(group)
         self._resumed = []
         while True:
             self._wake.clear()
