@@ -33,6 +33,7 @@ flight when the last step is applied are cancelled; they were never trained on.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -67,6 +68,7 @@ class _Running:
         self.ids = ids
         self.finished: dict[str, FinishedEpisode] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.entered: set[str] = set()  # episodes whose task began to run (their slot is freed on the way out)
         self.closed = False  # closed short or discarded: later results are not its members
         self.short = False  # closed short by an earlier process: re-runs what it kept, never closes again
 
@@ -158,17 +160,25 @@ class OuterLoop:
         self._running[group.group_id] = group
         for eid in group.ids:
             task = self._tg.create_task(self._episode(group, eid))
-            # A done callback, not a ``finally``: a task cancelled before its first step never enters its body.
-            task.add_done_callback(self._slot_freed)
+            # A task cancelled before its first step never enters its body (nor its ``finally``).
+            task.add_done_callback(functools.partial(self._never_ran, group, eid))
             group.tasks[eid] = task
 
-    def _slot_freed(self, _task: asyncio.Task[None]) -> None:
+    def _slot_freed(self) -> None:
         """An episode ended (or was cancelled): its slot is free (a straggler holds one slot, not its group's)."""
         self._free += 1
         self._wake.set()
 
+    def _never_ran(self, group: _Running, episode_id: str, _task: asyncio.Task[None]) -> None:
+        if episode_id not in group.entered:
+            self._slot_freed()
+
     async def _episode(self, group: _Running, episode_id: str) -> None:
-        ep = await self._run_episode(episode_id, group.task, group.version, group.path)
+        group.entered.add(episode_id)
+        try:
+            ep = await self._run_episode(episode_id, group.task, group.version, group.path)
+        finally:
+            self._slot_freed()  # before the learner hears of it: the dispatcher may start a group first
         if group.closed:
             return
         group.finished[episode_id] = ep
