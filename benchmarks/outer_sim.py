@@ -210,7 +210,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--learner-s", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--slots", default="32,40,48", help="episode_concurrency values for the async rows")
+    ap.add_argument("--slots", default="32,36,40,48", help="episode_concurrency values for the async rows")
     ap.add_argument("--min-fraction", type=float, default=0.75, help="[outer] min_group_fraction of the short rows")
     args = ap.parse_args()
     print("SIMULATED time, REAL OuterLoop: batch 40 = 5 tasks x group 8, staleness K=2, heavy-tailed job times")

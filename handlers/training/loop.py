@@ -177,6 +177,14 @@ class OuterLoop:
         group.entered.add(episode_id)
         try:
             ep = await self._run_episode(episode_id, group.task, group.version, group.path)
+        except Exception as exc:
+            current = asyncio.current_task()
+            if current is None or not current.cancelling():
+                raise
+            # Cancelled by the loop (a straggler, a missed group, the run's end) and failing on its way out: it
+            # is no longer the run's business, so it must not fail the run (as it could not inside a gather).
+            log.warning("outer.episode_error_on_cancel", episode_id=episode_id, error=f"{type(exc).__name__}: {exc}")
+            raise asyncio.CancelledError from exc
         finally:
             self._slot_freed()  # before the learner hears of it: the dispatcher may start a group first
         if group.closed:

@@ -216,3 +216,24 @@ def test_projection_matches_the_live_loop_with_short_groups(seed: int, k: int) -
     assert all(len(e.episode_ids) >= 2 and e.step - e.sampler_version == k for e in closed)
     for e in closed:  # a short group trains at the step it was closed for, with exactly what it kept
         assert s.groups[e.group_id].status == "trained" and s.groups[e.group_id].step == e.step
+
+
+async def test_an_episode_failing_while_cancelled_does_not_fail_the_run() -> None:
+    """A straggler cancelled by the loop that raises on its way out (e.g. a budget hold settling twice) is
+    cancelled, not an error of the run; the same error raised while not cancelled still fails it."""
+    events: list[object] = []
+    hang = runner(events, [])
+
+    async def run_episode(episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
+        try:
+            return await hang(episode_id, task, version, path)
+        except asyncio.CancelledError:
+            raise RuntimeError("cleanup failed") from None
+
+    async def emit(body: object) -> None:
+        await asyncio.sleep(0)
+        events.append(body)
+
+    loop = OuterLoop(config=CFG, learner=FakeLearner(prefix=""), run_episode=run_episode, emit=emit)
+    assert await asyncio.wait_for(loop.run(max_steps=2), 10) == 2
+    assert (CANCELLED, STRAGGLER) in events and loop.closed_short == 1
