@@ -7,16 +7,18 @@ Only the edges are stand-ins: an episode sleeps for a drawn duration (agent turn
 adapters/sim/durations.py) and returns a one-turn trajectory; the learner sleeps ``learner_s`` per step.
 A batch = 5 tasks x group 8 = 40 episodes, staleness bound K = 2.
 
-- sync: the same loop with ``max_steps_off_policy = 0`` and ``episode_concurrency`` = the batch: it starts
-  the batch's 5 groups on the current sampler, waits for all of them (the straggler barrier), trains, repeats.
-- async: ``episode_concurrency`` slots; groups start on the newest sampler whenever 8 slots are free and the
-  pacing allows; the learner trains as soon as 5 whole groups are done; groups more than K steps stale are
-  discarded (``episode.stale_discarded``) and their tasks re-run.
-- pacing (``OuterLoop.pace_on_step``, on by default): no group starts while a learner step is in flight, so it
-  starts on the new sampler and keeps its whole staleness window; with the start bound (at most
-  ``tasks_per_batch * (K + 1)`` groups outstanding). Rows without it show the loop as it was.
+- sync: the same loop with ``max_steps_off_policy = 0``, ``episode_concurrency`` = the batch and whole groups
+  only (``min_group_fraction = 1``): it starts the batch's 5 groups on the current sampler, waits for every
+  episode (the straggler barrier), trains, repeats.
+- async: ``episode_concurrency`` slots; groups start on the newest sampler whenever 8 slots are free and pacing
+  allows (none during a learner step, at most ``tasks_per_batch * (K + 1)`` outstanding); the learner steps once
+  5 whole groups are fresh; groups more than K steps stale are discarded (``episode.stale_discarded``, running
+  ones cancelled) and their tasks re-run.
+- "whole groups" rows: ``min_group_fraction = 1`` (the policy before short groups); "min 0.75" rows: a group at
+  its last fresh step trains with the episodes it has if at least 6 of 8 have finished (``group.closed_short``),
+  its stragglers cancelled and counted as discarded.
 
-    .venv/bin/python -m benchmarks.outer_sim [--steps 200] [--learner-s 120] [--seed 0]
+    .venv/bin/python -m benchmarks.outer_sim [--steps 200] [--learner-s 120] [--seed 0] [--slots 32,36,40,48]
 """
 
 from __future__ import annotations
