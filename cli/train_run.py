@@ -112,7 +112,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         owed = await rewarder.catch_up(rt, records) if resumed else 0
         state: TrainingState = rt.state(TrainingProjection)
         reopened = open_groups(state)
-        histories = episode_histories(records, [e for g in reopened for e in g.episode_ids])
+        histories = episode_histories(records, [e for g in reopened for e in g.members])
         del records
         backend = make_backend(cfg, run_dir, resume_state_path=state.resume_state_path)
         ran_on = {**backend.ran_on, "validation": validator_desc}

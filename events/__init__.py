@@ -60,6 +60,7 @@ from .learning import (
     BatchCollected,
     BatchStarted,
     EpisodeStaleDiscarded,
+    GroupClosedShort,
     GroupStarted,
     LoRAStepApplied,
     RewardComputed,
@@ -112,6 +113,7 @@ Event = (
     | BatchCollected
     | EpisodeStaleDiscarded
     | GroupStarted
+    | GroupClosedShort
     | LoRAStepApplied
     | SamplerPublished
 )
@@ -135,6 +137,7 @@ __all__ = [
     "EpisodeStarted",
     "Event",
     "EventBody",
+    "GroupClosedShort",
     "GroupStarted",
     "JobAssigned",
     "JobFailed",
