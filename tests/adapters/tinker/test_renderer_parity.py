@@ -131,6 +131,9 @@ def cookbook_env() -> Path:
     dest = ROOT / ".venv-cookbook" / _venv_key()
     if not (dest / "tokenizer" / "tokenizer.json").is_file():
         dest.parent.mkdir(exist_ok=True)
+        for stale in dest.parent.iterdir():  # venvs of an older lock, builder or template (~1.3 GB each)
+            if stale.is_dir() and not stale.name.startswith(f"{dest.name}.partial"):
+                shutil.rmtree(stale, ignore_errors=True)
         _build_venv(dest)
     return dest
 
