@@ -52,7 +52,7 @@ from handlers.episode.setup import opening_messages, template_files
 from handlers.training.datums import SampledTurn, trajectory_to_datums
 from tests.fakes import FakeValidator
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent / "cookbook"
