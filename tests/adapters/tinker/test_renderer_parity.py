@@ -25,15 +25,9 @@ the cookbook's torch + transformers once, tens of seconds on two busy cores).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import tempfile
 import tomllib
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +44,14 @@ from handlers.episode.projection import EpisodesProjection
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
 from handlers.episode.setup import opening_messages, template_files
 from handlers.training.datums import SampledTurn, trajectory_to_datums
+from tests.adapters.tinker.cookbook.venv import CookbookVenvError, ensure, run
 from tests.fakes import FakeValidator
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent / "cookbook"
-LOCK = HERE / "requirements.lock"
 SIDE = HERE / "side.py"
-BUILD = ROOT / "fixtures" / "tokenizers" / "build_qwen3_6.py"
-TEMPLATE = ROOT / "fixtures" / "tokenizers" / "qwen3_6" / "chat_template.jinja"
 # The model families the offline tokenizer stands for (Qwen3.5 and 3.6 share tokenizer and template).
 FAMILY_PREFIXES = ("Qwen/Qwen3.5-", "Qwen/Qwen3.6-")
 # (family, trajectory, attempt the fake validator accepts from): every one calls tools over many turns;
@@ -80,62 +72,20 @@ def _seed_model() -> str:
     return model
 
 
-def _run(cmd: list[str], what: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
+def _run(cmd: list[str], what: str, stdin: str | None = None) -> str:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, input=stdin, check=False, timeout=1500)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"cookbook venv: {what} ({' '.join(cmd[:4])} ...) did not run: {exc}")
-    if done.returncode != 0:
-        pytest.fail(f"cookbook venv: {what} failed (exit {done.returncode}): {(done.stderr or done.stdout)[-3000:]}")
-    return done.stdout
-
-
-def _venv_key() -> str:
-    h = hashlib.sha256()
-    for part in (LOCK.read_bytes(), BUILD.read_bytes(), TEMPLATE.read_bytes()):
-        h.update(hashlib.sha256(part).digest())
-    h.update(f"torch=={version('torch')} python{sys.version_info[:2]}".encode())
-    return h.hexdigest()[:16]
-
-
-def _build_venv(dest: Path) -> None:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.fail("cookbook venv: uv is not on PATH (CI installs it; `python -m pip install uv`)")
-    env = dict(os.environ)
-    if not env.get("UV_FIND_LINKS") and env.get("PIP_FIND_LINKS"):
-        env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"]  # where this machine offers torch's CPU build
-    partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    py = partial / "venv" / "bin" / "python"
-    _run([uv, "venv", "--quiet", "--python", sys.executable, str(partial / "venv")], "uv venv", env)
-    _run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", "-r", str(LOCK)], "uv pip install", env)
-    # torch at this environment's own version: its CPU build here, never the registry's CUDA stack.
-    torch = f"torch=={version('torch')}"
-    _run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", torch], f"installing {torch}", env)
-    probes = sorted((ROOT / "fixtures" / "trajectories").glob("*.json")) + sorted(
-        (ROOT / "examples" / "tasks").glob("*_v1_fast.json")
-    )
-    _run([str(py), str(BUILD), str(partial / "tokenizer"), *map(str, probes)], "building the Qwen3.6 tokenizer", env)
-    try:
-        partial.rename(dest)
-    except OSError:  # another process finished the same build first
-        shutil.rmtree(partial, ignore_errors=True)
-    if not (dest / "tokenizer" / "tokenizer.json").is_file():
-        pytest.fail(f"cookbook venv: {dest} has no tokenizer after the build")
+        return run(cmd, what, stdin=stdin)
+    except CookbookVenvError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
 def cookbook_env() -> Path:
     """The cached venv (``venv/``) and the offline Qwen3.6 tokenizer (``tokenizer/``) it built."""
-    dest = ROOT / ".venv-cookbook" / _venv_key()
-    if not (dest / "tokenizer" / "tokenizer.json").is_file():
-        dest.parent.mkdir(exist_ok=True)
-        for stale in dest.parent.iterdir():  # venvs of an older lock, builder or template (~1.3 GB each)
-            if stale.is_dir() and not stale.name.startswith(f"{dest.name}.partial"):
-                shutil.rmtree(stale, ignore_errors=True)
-        _build_venv(dest)
-    return dest
+    try:
+        return ensure()
+    except CookbookVenvError as exc:
+        pytest.fail(str(exc))
 
 
 async def _conversation(family: str, trajectory: str, accept_from: int, tmp: Path) -> dict[str, Any]:
