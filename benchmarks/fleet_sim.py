@@ -37,6 +37,7 @@ from adapters.sim import (
     SIM_FLEET,
     DurationModel,
     SimConfig,
+    SimJob,
     SimResult,
     batched_arrivals,
     make_jobs,
@@ -92,12 +93,22 @@ def row(agg: dict[str, object]) -> str:
     )
 
 
+Emit = Callable[[str, dict[str, object]], None]
+Runs = Callable[[str, str, Callable[[int], tuple[list[SimJob], SimConfig]]], dict[str, object]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=2, help="seeds per variant (default 2)")
     parser.add_argument("--jobs", type=int, default=1750)
     parser.add_argument("--max-pods", type=int, default=16)
     parser.add_argument("--json", action="store_true", help="print one JSON object per line instead of text")
+    parser.add_argument(
+        "--scenario",
+        choices=("all", "drain", "cost", "batched"),
+        default="all",
+        help="run one scenario only (drain = 1, cost = 2, batched = 3); default all",
+    )
     args = parser.parse_args(argv)
     seeds = range(args.seeds)
     started = time.perf_counter()
@@ -105,15 +116,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     def emit(text: str, data: dict[str, object]) -> None:
         print(json.dumps(data) if args.json else text, flush=True)
 
-    def runs(label: str, scenario: str, make: Callable[[int], tuple[list, SimConfig]]) -> dict[str, object]:  # type: ignore[type-arg]
+    def runs(label: str, scenario: str, make: Callable[[int], tuple[list[SimJob], SimConfig]]) -> dict[str, object]:
         results = [simulate(*make(seed)) for seed in seeds]
         agg = aggregate(label, results) | {"scenario": scenario}
         emit(row(agg), agg)
-        if args.seeds and scenario == "drain" and label.startswith("longest_first (+-25%)"):
+        if args.seeds and scenario == "drain" and label.startswith("longest_first (+-25%"):
             emit("\n".join(summary_lines(results[0], f"{label}, seed 0 in detail")), summary(results[0], label))
+        if args.seeds and scenario == "batched":
+            emit(gpu_mix(results[0]), {"simulated": True, "label": label, "by_gpu": str(results[0].by_gpu)})
         return agg
 
     emit(BANNER, {"simulated": True, "banner": BANNER})
+    if args.scenario in ("all", "drain"):
+        drain(args, runs, emit)
+    for scenario, arrivals, text in (
+        ("cost", None, "all jobs queued at once"),
+        ("batched", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min"),
+    ):
+        if args.scenario in ("all", scenario):
+            cost(args, scenario, arrivals, text, runs, emit)
+    elapsed = time.perf_counter() - started
+    emit(f"{PREFIX} done in {elapsed:.1f} s of wall time", {"simulated": True, "wall_s": round(elapsed, 2)})
+    return 0
+
+
+def gpu_mix(result: SimResult) -> str:
+    """Seed 0's pods, pod-hours and busy share per rung (where the money and the idle time went)."""
+    parts = [
+        f"{gpu}: {u.pods} pods, {u.pod_hours:.1f} pod-h, {u.busy_hours / u.pod_hours if u.pod_hours else 0:.0%} busy"
+        for gpu, u in result.by_gpu.items()
+        if u.pods
+    ]
+    return f"{PREFIX}   seed 0 by rung: " + "; ".join(parts)
+
+
+def drain(args: argparse.Namespace, runs: Runs, emit: Emit) -> None:
+    """Scenario 1: makespan / lower bound for each ``[fleet] order``."""
     emit(
         f"{PREFIX} scenario 1 (drain): {args.jobs} jobs queued at once, <= {args.max_pods} pods, ladder "
         "A5000 > A40 > 4090 > A6000 with stock-outs, every GPU the same speed, ~2 min provisioning, pod deaths "
@@ -145,43 +183,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         {"simulated": True, "target": TARGET_RATIO, "lpt_ratio_max": lpt_max, "verdict": verdict},
     )
 
-    for scenario, arrivals, text in (
-        ("cost", None, "all jobs queued at once"),
-        ("batched", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min"),
-    ):
-        emit(
-            f"{PREFIX} scenario {'2' if scenario == 'cost' else '3'} ({scenario}): the seed arc, {text}, 75% "
-            "Qwen3-1.7B / 25% Qwen3-0.6B, ASSUMED speeds (SEED_SPEEDS), default idle TTL "
-            f"{SIM_FLEET.idle_ttl_s / 60:g} min",
-            {"simulated": True, "scenario": scenario},
-        )
-        aggs = []
-        for label, make_fleet in (("before: seed ladder, oldest first", before), ("after: right-sized", after)):
-            fleet = make_fleet(args.max_pods)
-            aggs.append(
-                runs(
-                    label,
-                    scenario,
-                    lambda s, f=fleet, a=arrivals: (  # type: ignore[misc]
-                        make_jobs(args.jobs, DurationModel(), s, arrivals=a, models=SEED_MODELS),
-                        SimConfig(seed=s, fleet=f, speeds=SEED_SPEEDS),
-                    ),
-                )
+
+def cost(
+    args: argparse.Namespace, scenario: str, arrivals: list[float] | None, text: str, runs: Runs, emit: Emit
+) -> None:
+    """Scenarios 2 and 3: the seed arc's cost per job, before and after, side by side."""
+    emit(
+        f"{PREFIX} scenario {'2' if scenario == 'cost' else '3'} ({scenario}): the seed arc, {text}, 75% "
+        "Qwen3-1.7B / 25% Qwen3-0.6B, ASSUMED speeds (SEED_SPEEDS), default idle TTL "
+        f"{SIM_FLEET.idle_ttl_s / 60:g} min",
+        {"simulated": True, "scenario": scenario},
+    )
+    aggs = []
+    for label, make_fleet in VARIANTS[scenario]:
+        fleet = make_fleet(args.max_pods)
+        aggs.append(
+            runs(
+                label,
+                scenario,
+                lambda s, f=fleet, a=arrivals: (  # type: ignore[misc]
+                    make_jobs(args.jobs, DurationModel(), s, arrivals=a, models=SEED_MODELS),
+                    SimConfig(seed=s, fleet=f, speeds=SEED_SPEEDS),
+                ),
             )
-        b, a = aggs
-        usd, idle = float(a["cost_per_job_usd_mean"]), float(a["idle_fraction_mean"])  # type: ignore[arg-type]
-        ratio = usd / float(b["cost_per_job_usd_mean"])  # type: ignore[arg-type]
-        met = (usd <= TARGET_USD_PER_JOB) and (scenario != "batched" or idle <= TARGET_IDLE)
-        emit(
-            f"{PREFIX} {scenario}: after / before cost per job {ratio:.3f}; after ${usd:.4f}/job (target <= "
-            f"${TARGET_USD_PER_JOB}), idle {idle:.2%}"
-            + (f" (target <= {TARGET_IDLE:.0%})" if scenario == "batched" else "")
-            + f" -> {'MET' if met else 'MISSED'}",
-            {"simulated": True, "scenario": scenario, "after_over_before": round(ratio, 4), "met": met},
         )
-    elapsed = time.perf_counter() - started
-    emit(f"{PREFIX} done in {elapsed:.1f} s of wall time", {"simulated": True, "wall_s": round(elapsed, 2)})
-    return 0
+    b, a = aggs[0], aggs[-1]
+    usd, idle = float(a["cost_per_job_usd_mean"]), float(a["idle_fraction_mean"])  # type: ignore[arg-type]
+    ratio = usd / float(b["cost_per_job_usd_mean"])  # type: ignore[arg-type]
+    met = (usd <= TARGET_USD_PER_JOB) and (scenario != "batched" or idle <= TARGET_IDLE)
+    emit(
+        f"{PREFIX} {scenario}: after / before cost per job {ratio:.3f}; after ${usd:.4f}/job (target <= "
+        f"${TARGET_USD_PER_JOB}), idle {idle:.2%}"
+        + (f" (target <= {TARGET_IDLE:.0%})" if scenario == "batched" else "")
+        + f" -> {'MET' if met else 'MISSED'}",
+        {"simulated": True, "scenario": scenario, "after_over_before": round(ratio, 4), "met": met},
+    )
+
+
+VARIANTS: dict[str, list[tuple[str, Callable[[int], FleetConfig]]]] = {
+    "cost": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
+    "batched": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
+}
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ __all__ = [
     "attempt_lost",
     "choose_rung",
     "fits",
+    "gpu_seconds_usd",
     "job_order",
     "launch_target",
     "owed_usd",
@@ -301,3 +302,14 @@ def owed_usd(pod: PodEntry, usd_per_hour: float, until: float) -> tuple[float, f
         return 0.0, 0.0
     seconds = max(0.0, until - pod.created_ts)
     return max(0.0, usd_per_hour * seconds / 3600.0 - pod.charged_usd), seconds
+
+
+def gpu_seconds_usd(pod: PodEntry, wall_s: float) -> tuple[float, float]:
+    """(GPU-seconds, USD) of ``wall_s`` seconds on ``pod``: a job's cost priced per GPU-second.
+
+    A 2-GPU pod's job holds both GPUs (vLLM on one, the trainer on the other), so it uses twice the
+    GPU-seconds of its wall time, each at the pod's rate per GPU (the pod's hourly price / its GPUs).
+    """
+    gpus = max(1, pod.gpu_count)
+    gpu_s = max(0.0, wall_s) * gpus
+    return gpu_s, gpu_s * (pod.usd_per_hour / gpus) / 3600.0
