@@ -220,9 +220,27 @@ def cost(
     )
 
 
+def warm_top(max_pods: int) -> FleetConfig:
+    """Right-sized, with the batch-aware idle policy as first proposed: the top rung kept warm for the TTL."""
+    return msgspec.structs.replace(after(max_pods), idle_policy="batch", warm_rungs=1)
+
+
+def batch_aware(max_pods: int) -> FleetConfig:
+    """Right-sized and batch-aware: no pod kept idle while nothing waits, fallbacks wait up to 30 min for a
+    cheaper pod already up, stock re-checked every minute."""
+    return msgspec.structs.replace(
+        after(max_pods), idle_policy="batch", warm_rungs=0, fallback_wait_s=1800.0, stockout_cooldown_s=60.0
+    )
+
+
 VARIANTS: dict[str, list[tuple[str, Callable[[int], FleetConfig]]]] = {
     "cost": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
-    "batched": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
+    "batched": [
+        ("before: seed ladder, oldest first", before),
+        ("right-sized (round one)", after),
+        ("+ batch idle, top rung warm", warm_top),
+        ("after: + batch-aware (all)", batch_aware),
+    ],
 }
 
 
