@@ -297,11 +297,12 @@ class Dispatcher:
         ctx = self.ctx
         gate = ctx.ports.gate
         open_ = ctx.budget().open
-        for pod in sorted(ctx.fleet().pods.values(), key=lambda p: p.pod_id):
-            if pod.pod_id in self._paid_up:
-                if pod.status == "gone":
-                    continue
-                self._paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
+        # Gone and settled pods are skipped before sorting: a long run with many stock-outs has thousands.
+        paid_up = self._paid_up
+        open_pods = (p for p in ctx.fleet().pods.values() if p.status != "gone" or p.pod_id not in paid_up)
+        for pod in sorted(open_pods, key=lambda p: p.pod_id):
+            if pod.pod_id in paid_up:
+                paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
             rate = self._price(pod.gpu_type, pod.usd_per_hour, pod.gpu_count)
             if pod.status == "gone":
                 owed, seconds = owed_usd(pod, rate, pod.ended_ts)
