@@ -36,12 +36,14 @@ from .episode import (
     WorkspaceFileWritten,
 )
 from .fleet import (
+    PodCheck,
     PodCreated,
     PodIdle,
     PodLost,
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     PodTerminated,
     PodTerminating,
 )
@@ -96,6 +98,7 @@ Event = (
     | PodRequested
     | PodProvisionFailed
     | PodReady
+    | PodSelfChecked
     | PodIdle
     | PodLost
     | PodTerminated
@@ -146,12 +149,14 @@ __all__ = [
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",
+    "PodCheck",
     "PodCreated",
     "PodIdle",
     "PodLost",
     "PodProvisionFailed",
     "PodReady",
     "PodRequested",
+    "PodSelfChecked",
     "PodTerminated",
     "PodTerminating",
     "Recorded",
