@@ -44,6 +44,7 @@ __all__ = [
     "local_command",
     "run_worker",
     "runpod_start",
+    "spec_factory",
     "start_plan",
     "worker_ports",
 ]
@@ -136,7 +137,7 @@ def eval_packages() -> EvalPackages:
     return package
 
 
-def _spec_factory(opts: WorkerOptions, config: FleetConfig) -> SpecFactory:
+def spec_factory(opts: WorkerOptions, config: FleetConfig) -> SpecFactory:
     pins = {f"AIT_PIN_{k.upper()}": v for k, v in sorted(config.pins.items())}
     # The start command is the same for every pod of a run: built once (it is checked when the worker starts).
     start = runpod_start(opts) if opts.provider == "runpod" else ""
@@ -254,7 +255,7 @@ def dispatch_ports(
         gate=BudgetGate.for_runtime(rt, prices),
         blobs=run_dir.blobs,
         tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
-        spec_for=_spec_factory(opts, config),
+        spec_for=spec_factory(opts, config),
         eval_packages=eval_packages(),
     )
 

@@ -188,8 +188,9 @@ class AgentCore:
         if sub.bundle_sha256 and sub.bundle_sha256 != sha:
             raise BadSubmission(f"bundle sha256 is {sha}, the submission says {sub.bundle_sha256}: bytes damaged")
         if self.self_check.state != "passed":
-            why = self.self_check.summary() if self.self_check.state == "failed" else "it is still running"
-            raise AgentNotReady(f"the pod's self-check has {self.self_check.state}: {why}; it takes no job")
+            if self.self_check.state == "failed":
+                raise AgentNotReady(f"the pod's self-check failed: {self.self_check.summary()}; it takes no job")
+            raise AgentNotReady("the pod's self-check is still running; it takes no job until the check passes")
         existing = self._jobs.get(sub.job_id)
         if existing is not None:
             if existing.sha != sha:

@@ -19,7 +19,7 @@ start the pod agent.
 :func:`runpod_args` carries the script in Runpod's ``args`` (the container command) base64-encoded, as
 SkyPilot does for its setup script, so that no character of the script needs quoting. The local provider runs
 the same script with ``bash`` (its tests use stand-ins for the GPU stack). ``python -m adapters.prime_rl.start``
-prints the script for the defaults.
+prints the script for the defaults; ``--image-tag`` the tag for an image built from ``docker/Dockerfile``.
 """
 
 from __future__ import annotations
@@ -134,4 +134,8 @@ def runpod_args(script: str, agent_args: Sequence[str]) -> str:
 if __name__ == "__main__":
     from importlib.metadata import version
 
-    sys.stdout.write(start_script(StartPlan(ait_version=version(DISTRIBUTION))))
+    current = version(DISTRIBUTION)
+    if sys.argv[1:] == ["--image-tag"]:  # docker/Dockerfile's tag: this project's version and the pins
+        sys.stdout.write(image_tag(current) + "\n")
+    else:
+        sys.stdout.write(start_script(StartPlan(ait_version=current)))

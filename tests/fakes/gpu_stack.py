@@ -50,7 +50,10 @@ def make_stack(
     (prime_rl / ".git").mkdir(parents=True, exist_ok=True)
     (prime_rl / ".git" / "HEAD").write_text(commit + "\n")  # a detached checkout names its commit
     if import_error:
-        write_exe(prime_rl / ".venv" / "bin" / "python", f"echo 'Traceback ...' >&2; echo {shlex.quote(import_error)} >&2; exit 1")
+        write_exe(
+            prime_rl / ".venv" / "bin" / "python",
+            f"echo 'Traceback ...' >&2; echo {shlex.quote(import_error)} >&2; exit 1",
+        )
     else:
         write_exe(prime_rl / ".venv" / "bin" / "python", f"echo {vllm}")
     if scoring:
