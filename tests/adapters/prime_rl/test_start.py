@@ -113,3 +113,17 @@ def test_a_failed_bootstrap_still_starts_the_agent_and_leaves_its_status(tmp_pat
     assert proc.stdout.splitlines()[-1] == "agent"
     assert (root / "bootstrap.status").read_text().strip() == "128"
     assert "fatal: unable to access" in (root / "bootstrap.log").read_text()
+
+
+def test_the_image_recipe_copies_every_package_and_runs_the_same_bootstrap() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[3]
+    dockerfile = (root / "docker" / "Dockerfile").read_text()
+    lines = [line.strip() for line in dockerfile.splitlines() if line.strip() and not line.startswith("#")]
+    packages = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    copied = {line.split()[1] for line in lines if line.startswith("COPY ")}
+    assert set(packages["packages"]) <= copied, "docker/Dockerfile must COPY every package of the wheel"
+    assert any("-m adapters.prime_rl.bootstrap /opt/ait" in line for line in lines)  # the pinned script, verbatim
+    assert "/opt/ait/ait-venv" in dockerfile and StartPlan(ait_version="x").python() == "/opt/ait/ait-venv/bin/python"
+    assert not any(line.startswith("ENTRYPOINT") for line in lines)  # Runpod's args is the container's command
