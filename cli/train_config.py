@@ -214,7 +214,10 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
     except ConfigError as exc:
         raise _located(exc, text, source, "outer") from None
     fleet_table = dict(_table(doc, "fleet", source))
-    provider, image, ait_source = _provider(fleet_table, parts["inner"], source)
+    try:
+        provider, image, ait_source = _provider(fleet_table, parts["inner"], source)
+    except ConfigError as exc:
+        raise _located(exc, text, source, "fleet") from None
     try:
         fleet = FleetConfig.from_mapping(
             {"ladder": _default_ladder(provider), "max_pods": 2, **fleet_table}, source=source
