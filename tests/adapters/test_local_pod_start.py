@@ -128,3 +128,23 @@ async def test_a_pod_whose_self_check_passes_runs_the_job(tmp_path: Path, monkey
     kinds = [type(e).__name__ for e in events if isinstance(e, PodSelfChecked | PodReady | JobSucceeded)]
     assert kinds == ["PodSelfChecked", "PodReady", "JobSucceeded"]
     assert fleet.pods["p0"].self_check == "passed"
+
+
+async def test_a_prime_rl_pod_without_a_gpu_still_answers_and_its_check_names_the_trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prime-rl's trainer cannot be built without a GPU: the agent serves anyway, so the controller learns why."""
+    root = tmp_path / "ait"
+    monkeypatch.setenv("PATH", make_stack(root, gpus=0))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # whatever this host has: the trainer sees no GPU
+    local = LocalProvider(POD_AGENT_COMMAND, tmp_path / "pods", trainer="prime_rl", trainer_options={"root": str(root)})
+    pod = await local.create_pod(PodSpec(gpu_type="A", image="local", env={"AIT_POD_TOKEN": TOKEN}), "ait-x-p0")
+    try:
+        async with HttpPodAgent() as agent:
+            _, health = await checked_health(agent, local, pod.provider_id)
+    finally:
+        await local.terminate_pod(pod.provider_id)
+    check = health.self_check
+    assert check.state == "failed" and health.trainer == "prime_rl"
+    assert [i.name for i in check.failed()] == ["trainer", "gpu"]
+    assert check.failed()[0].detail == "prime_rl trainer: needs 1 or 2 GPUs, found 0 (set gpus=1|2 to override)"
