@@ -62,7 +62,13 @@ class TrainFailed(Exception):
 def _worker_options(cfg: RunConfig, unsafe: bool = False) -> WorkerOptions:
     provider: ProviderName = cfg.provider  # type: ignore[assignment]  # validated against PROVIDERS on load
     options = trainer_opts(cfg.inner.trainer_options, unsafe, cfg.inner.trainer)
-    return WorkerOptions(provider=provider, trainer=cfg.inner.trainer, trainer_options=options, image=cfg.image)
+    return WorkerOptions(
+        provider=provider,
+        trainer=cfg.inner.trainer,
+        trainer_options=options,
+        image=cfg.image,
+        ait_source=cfg.ait_source,
+    )
 
 
 @contextlib.asynccontextmanager

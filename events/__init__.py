@@ -36,12 +36,14 @@ from .episode import (
     WorkspaceFileWritten,
 )
 from .fleet import (
+    PodCheck,
     PodCreated,
     PodIdle,
     PodLost,
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     PodTerminated,
     PodTerminating,
 )
@@ -97,6 +99,7 @@ Event = (
     | PodRequested
     | PodProvisionFailed
     | PodReady
+    | PodSelfChecked
     | PodIdle
     | PodLost
     | PodTerminated
@@ -149,12 +152,14 @@ __all__ = [
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",
+    "PodCheck",
     "PodCreated",
     "PodIdle",
     "PodLost",
     "PodProvisionFailed",
     "PodReady",
     "PodRequested",
+    "PodSelfChecked",
     "PodTerminated",
     "PodTerminating",
     "Recorded",
