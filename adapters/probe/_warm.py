@@ -81,6 +81,8 @@ class Zygote:
     def _launch(self, startup_s: float) -> None:
         """Start the process (in the caller's thread: bubblewrap dies with the thread that started it)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if self._errlog is not None:
+            self._errlog.close()
         self._errlog = tempfile.TemporaryFile(prefix="ait-zygote-err-")  # noqa: SIM115  (kept while it runs)
         try:
             self._proc = subprocess.Popen(
@@ -176,6 +178,8 @@ class Zygote:
     def close(self) -> None:
         with self._lock:
             self._stop()
+            if self._errlog is not None:
+                self._errlog.close()
         shutil.rmtree(self.spool, ignore_errors=True)
 
 
@@ -300,13 +304,15 @@ class WarmSandbox(Sandbox):
             transport.close()
 
 
-def _sweep(uid: int) -> None:
-    """Kill what still runs as the child's uid (a process that left its namespace's reach cannot exist, but
-    the uid is ours to clean either way); a few rounds, as a fork loop may still be spawning."""
-    for _ in range(3):
-        pids = processes_of(uid)
-        if not pids:
-            return
+def _sweep(uid: int, limit_s: float = 10.0) -> None:
+    """Kill what runs as the child's uid until nothing does (bounded), as the cold path waits for bubblewrap.
+
+    SIGKILL to a namespace's init returns before its processes are gone: the kernel tears them down one by one
+    (64 spinning forks take a second or two on a busy 2-core machine). Until then they still count, so the
+    probe is over only when the uid has no process left.
+    """
+    deadline = time.monotonic() + limit_s
+    while (pids := processes_of(uid)) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
