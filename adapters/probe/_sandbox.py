@@ -100,6 +100,9 @@ class Sandbox:
         self._drain: asyncio.Task[None] | None = None
         self._dead: str | None = None
         self.ready: dict[str, Any] = {}
+        # CPU seconds the sandboxed driver reported (its own process; agent-controlled, so informational only:
+        # benchmarks read it, as bubblewrap does not pass its children's CPU time up to the engine).
+        self.cpu_s = 0.0
 
     @property
     def inside_ws(self) -> str:
@@ -197,6 +200,8 @@ class Sandbox:
             self._dead = f"broke the probe protocol while {doing}"
             raise ChildFailure(self._dead) from None
         log.debug("probe.child_reply", doing=doing, seconds=round(time.monotonic() - started, 3))
+        if isinstance(reply.get("cpu_s"), float):
+            self.cpu_s = reply["cpu_s"]
         return reply
 
     async def request(self, msg: dict[str, Any], limit_s: float, doing: str) -> dict[str, Any]:

@@ -226,7 +226,6 @@ class WarmSandbox(Sandbox):
         super().__init__(workspace, plan, limits, python, root=Path(tempfile.mkdtemp(dir=zygote.spool)))
         self.zygote = zygote
         self.sid = self.root.name
-        self.cpu_s = 0.0  # the driver's CPU time, from its namespace's init
         self._status: asyncio.StreamReader | None = None
         self._transports: list[asyncio.BaseTransport] = []
         self._started = False
@@ -287,7 +286,7 @@ class WarmSandbox(Sandbox):
             await self.kill()
             return None
         report = json.loads(line)
-        self.cpu_s = float(report.get("cpu_s", 0.0))
+        self.cpu_s = float(report.get("cpu_s", 0.0))  # the driver and its reaped children, from its init
         self._exit = os.waitstatus_to_exitcode(int(report["status"]))
         return self._exit
 
