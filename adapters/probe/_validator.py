@@ -10,8 +10,10 @@ Checks, in order (each a ``CheckResult`` whose detail tells the agent what to fi
 5. ``rubric``: the env's reward scores a correct answer clearly above a wrong one;
 6. ``prime_rl_config``: the prime-rl config the job maps to is complete and consistent.
 
-Checks 2-5 run agent code, only in the sandboxed child (one per submission, so verifiers is imported
-once per submission); 1, 6 and every comparison with hidden or reference data run here.
+Checks 2-5 run agent code, only in the sandboxed child (one per submission: a confined fork of the zygote,
+which imported verifiers once, or a cold sandbox that imports it itself); 1, 6 and every comparison with hidden
+or reference data run here. At most ``max_concurrent`` submissions are in their sandbox at once; the others
+wait before any of their timeouts start.
 """
 
 from __future__ import annotations
