@@ -148,7 +148,8 @@ class QueueProjection(Projection[QueueState]):
         if job is None or job.status not in ACTIVE:
             state.anomalies += 1
             return state
-        job.step = e.step
+        if e.phase != "pre_score" or job.step == 0:  # a pre-score ending mid-training (CPU trainer) is no step
+            job.step = e.step
         job.cursor = max(job.cursor, e.cursor)
         return state
 

@@ -220,6 +220,33 @@ async def test_a_cancelled_hold_still_closes_its_reservation(tmp_path: Path) -> 
     assert isinstance(last, CostSettled) and last.estimated and "Cancelled" in last.note
 
 
+async def test_a_hold_cancelled_while_its_settle_awaits_durability_is_not_closed_twice(tmp_path: Path) -> None:
+    async with open_runtime(tmp_path / "run") as rt:
+        gate = BudgetGate.for_runtime(rt, PRICES)
+        applied = anyio.Event()
+
+        async def slow_durable(body: Any) -> None:
+            # The settle's event is applied at once (as emit does), then its fsync is slow and gets cancelled.
+            rt.emit_nowait(body)
+            if isinstance(body, CostSettled):
+                applied.set()
+                await anyio.sleep(10)
+
+        gate._emit = slow_durable
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                async with gate.hold("episode", "ep", 0.5, episode_id="ep") as hold:
+                    await hold.settle(0.25)
+
+            tg.start_soon(run)
+            await applied.wait()
+            tg.cancel_scope.cancel()  # before this fix: __aexit__ settled again -> UnknownReservation
+        assert gate.state.open == {} and gate.state.settled == to_micros(0.25)
+    settles = [r.event for r in read_log(tmp_path / "run" / "events.jsonl").records if r.event.type == "cost.settled"]
+    assert [(e.usd, e.estimated) for e in settles] == [(0.25, False)]
+
+
 async def test_a_resumed_runtime_keeps_open_reservations_until_it_charges_the_orphans(tmp_path: Path) -> None:
     ledger = CostsLedger(tmp_path / "costs.jsonl")
     async with open_runtime(tmp_path / "run") as rt:
