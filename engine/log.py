@@ -38,9 +38,9 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import structlog
 
 from engine.atomic import fsync_dir as _fsync_dir
+from engine.lazylog import lazy_logger
 from engine.writer_lock import WriterLock
 from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
@@ -59,7 +59,7 @@ __all__ = [
     "set_aside_path",
 ]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 
 class Durability(enum.StrEnum):

@@ -149,7 +149,8 @@ class QueueProjection(Projection[QueueState]):
             state.anomalies += 1
             return state
         job.step = e.step
-        job.cursor = max(job.cursor, e.cursor)
+        if e.cursor > job.cursor:  # not max(): the commonest event of a long run
+            job.cursor = e.cursor
         return state
 
     def _close(self, job: JobEntry) -> None:

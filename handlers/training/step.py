@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
+from engine.lazylog import lazy_logger
 from events import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
 from handlers.ports.learner import LearnerPort
@@ -33,7 +33,7 @@ from handlers.training.staleness import split_by_staleness
 
 __all__ = ["BatchAllCapped", "StepResult", "build_batch_datums", "discard_stale", "learner_step", "without_capped"]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 Emit = Callable[[EventBody], Awaitable[Any]]
 
