@@ -44,7 +44,8 @@ from handlers.registry import default_projections
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.baselines import merge_events
 from handlers.reward.reactor import RewardReactor
-from handlers.run.resume_reads import histories_from_log, records_of_types
+from handlers.run.resume_view import ResumeState, ResumeView, catch_up_records
+from handlers.run.resume_view import histories as resume_histories
 from handlers.run.start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
 from handlers.training.meter import GateMeter
@@ -94,7 +95,8 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
     validator, validator_desc = make_validator(cfg, unsafe=opted_out is not None)
     # The dashboard's and the report's views are snapshotted with the run: `ait watch` / `ait report` then
     # start from the newest snapshot and read only the log after it.
-    async with Runtime(run_dir, default_projections(), views=snapshot_views()) as rt:
+    resume_view = ResumeView()
+    async with Runtime(run_dir, default_projections(), views=[*snapshot_views(), resume_view]) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
         if cfg.wandb is not None:
@@ -111,13 +113,14 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         if opted_out is not None:
             await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
-        # A resume reads from the log only what it needs besides the runtime's snapshot + tail
-        # (handlers/run/resume_reads.py): the records the rewarder acts on, the reopened episodes' events.
-        owed = await rewarder.catch_up(rt, records_of_types(rt.log.path, rewarder.observes)) if resumed else 0
+        # What a resume needs from before the snapshot (the records the rewarder acts on, the reopened episodes'
+        # events) is in the resume view (handlers/run/resume_view.py): the log is not read again.
+        kept: ResumeState = rt.state(resume_view)
+        owed = await rewarder.catch_up(rt, catch_up_records(kept)) if resumed else 0
         state: TrainingState = rt.state(TrainingProjection)
         reopened = open_groups(state)
         reopened_ids = [e for g in reopened for e in g.episode_ids]
-        histories = histories_from_log(rt.log.path, reopened_ids) if resumed else episode_histories([], reopened_ids)
+        histories = resume_histories(kept, reopened_ids) if resumed else episode_histories([], reopened_ids)
         backend = make_backend(cfg, run_dir, resume_state_path=state.resume_state_path)
         ran_on = {**backend.ran_on, "validation": validator_desc}
         verb = "resumed" if resumed else "started"

@@ -1,5 +1,4 @@
-"""What a resume reads besides the snapshot + tail: the same records as a full read gave, and no read at all for
-the ledger when nothing is missing from it."""
+"""The ledger's catch-up on resume: the same rows as a full read gave, and no read at all when none is missing."""
 
 from __future__ import annotations
 
@@ -13,10 +12,9 @@ from engine.replay import replay
 from events import CostSettled, Recorded
 from handlers.budget.costs_ledger import CostsLedger, rows_from_log
 from handlers.budget.rules import BudgetState
-from handlers.episode.resume import episode_histories
 from handlers.registry import default_projections
 from handlers.reward.reactor import RewardReactor
-from handlers.run.resume_reads import histories_from_log, records_of_types, sync_ledger
+from handlers.run.resume_reads import records_of_types, sync_ledger
 from tests.golden.make_run_log import OUT
 
 GOLDEN = OUT / "events.jsonl"
@@ -31,16 +29,6 @@ def test_the_rewarders_records_are_those_it_observes_in_the_full_log(records: li
     want = [r for r in records if isinstance(r.event, RewardReactor.observes)]
     assert len(want) > 10
     assert records_of_types(GOLDEN, RewardReactor.observes) == want
-
-
-def test_histories_equal_those_of_the_full_log(records: list[Recorded]) -> None:
-    ids = sorted({e for r in records if isinstance(e := getattr(r.event, "episode_id", None), str)})
-    assert len(ids) > 3
-    wanted = [*ids[:3], ids[-1], "no-such-episode"]
-    got = histories_from_log(GOLDEN, wanted)
-    assert got == episode_histories(records, wanted)
-    assert all(got[e] for e in wanted[:-1]) and got["no-such-episode"] == []
-    assert histories_from_log(GOLDEN, []) == {}
 
 
 def test_the_ledger_catches_up_and_is_not_read_again_once_complete(
