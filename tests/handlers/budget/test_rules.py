@@ -220,6 +220,28 @@ async def test_a_cancelled_hold_still_closes_its_reservation(tmp_path: Path) -> 
     assert isinstance(last, CostSettled) and last.estimated and "Cancelled" in last.note
 
 
+async def test_a_hold_cancelled_just_after_its_settlement_is_recorded_does_not_charge_again(tmp_path: Path) -> None:
+    # The settlement is in the log (and the state) once emit's synchronous part ran; a cancellation at emit's
+    # first checkpoint (a run ending while an episode settles) must not charge the closed reservation again.
+    async with open_runtime(tmp_path / "run") as rt:
+        gate = BudgetGate.for_runtime(rt, PRICES)
+        emit = gate._emit
+
+        async def emit_then_cancelled(body: EventBody) -> Recorded:
+            rec = await emit(body)
+            if isinstance(body, CostSettled):
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()
+            return rec
+
+        gate._emit = emit_then_cancelled
+        with anyio.CancelScope() as scope:
+            async with gate.hold("episode", "ep", 0.25, episode_id="ep") as h:
+                await h.settle(0.125)
+        assert scope.cancelled_caught and gate.state.open == {}
+        assert gate.state.settled == to_micros(0.125) and gate.state.settlements == 1
+
+
 async def test_a_resumed_runtime_keeps_open_reservations_until_it_charges_the_orphans(tmp_path: Path) -> None:
     ledger = CostsLedger(tmp_path / "costs.jsonl")
     async with open_runtime(tmp_path / "run") as rt:
