@@ -6,7 +6,6 @@ hashes must be equal; a difference means a projection read something that was no
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,39 +82,30 @@ def replay(
     # projection in one pass (one dispatch per record: engine.projection.Folder); only --verify needs every
     # projection's state by name at each record, for the derivers. Past ``until`` the
     # scan still runs to the end: a bad line anywhere, or a torn tail, is reported as by a full replay.
-    # The collector is off for the whole fold, as in engine.log.read_log: the states grow by many small
-    # objects that form no garbage cycles, and each collector pass walks them for nothing (about a fifth of
-    # a 1M-event replay's time in benchmarks/log_bench.py). It is back on before returning.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for block in scan:
-            if until is not None and block[-1].seq > until:
-                block = block[: max(0, until - block[0].seq + 1)]
-                if not block:
-                    continue
-            if checks:
-                for rec in block:
-                    deriver = checks.get(type(rec.event))
-                    if deriver is not None:
-                        verified += 1
-                        again = deriver(rec.event, states)
-                        if again != rec.event:
-                            mismatches.append(Mismatch(rec.seq, rec.event.type, _diff(rec.event, again)))
-                    for i, p in enumerate(projs):
-                        fold_states[i] = p.apply(fold_states[i], rec)
-                        states[p.name] = fold_states[i]
-            else:
-                folder.fold(block, fold_states)
-            by_class.update(map(type, map(_event_of, block)))
-            count += len(block)
-            last_seq = block[-1].seq
-            if first_ts is None:
-                first_ts = block[0].ts
-            last_ts = block[-1].ts
-    finally:
-        if enabled:
-            gc.enable()
+    for block in scan:
+        if until is not None and block[-1].seq > until:
+            block = block[: max(0, until - block[0].seq + 1)]
+            if not block:
+                continue
+        if checks:
+            for rec in block:
+                deriver = checks.get(type(rec.event))
+                if deriver is not None:
+                    verified += 1
+                    again = deriver(rec.event, states)
+                    if again != rec.event:
+                        mismatches.append(Mismatch(rec.seq, rec.event.type, _diff(rec.event, again)))
+                for i, p in enumerate(projs):
+                    fold_states[i] = p.apply(fold_states[i], rec)
+                    states[p.name] = fold_states[i]
+        else:
+            folder.fold(block, fold_states)
+        by_class.update(map(type, map(_event_of, block)))
+        count += len(block)
+        last_seq = block[-1].seq
+        if first_ts is None:
+            first_ts = block[0].ts
+        last_ts = block[-1].ts
     states = {p.name: fold_states[i] for i, p in enumerate(projs)}
     by_type: Counter[str] = Counter({cls.type: n for cls, n in by_class.items()})
     return ReplayResult(
