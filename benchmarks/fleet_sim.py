@@ -37,6 +37,7 @@ from adapters.sim import (
     SIM_FLEET,
     DurationModel,
     SimConfig,
+    SimJob,
     SimResult,
     batched_arrivals,
     make_jobs,
@@ -83,13 +84,28 @@ def aggregate(label: str, results: list[SimResult]) -> dict[str, object]:
     }
 
 
+def turnaround_s(jobs: Sequence[SimJob], result: SimResult) -> float:
+    """Mean seconds from a job's arrival to its end (succeeded or failed)."""
+    ends = [
+        (result.outcomes[j.job_id].finished_s or 0.0) - j.arrival_s
+        for j in jobs
+        if result.outcomes[j.job_id].finished_s is not None
+    ]
+    return statistics.fmean(ends) if ends else 0.0
+
+
 def row(agg: dict[str, object]) -> str:
+    wait = f" | turnaround {agg['turnaround_min_mean']} min" if "turnaround_min_mean" in agg else ""
     return (
         f"{PREFIX} {agg['label']:<34} ratio mean {agg['ratio_mean']:.4f} max {agg['ratio_max']:.4f} | "
         f"idle {agg['idle_fraction_mean']:.2%} | ${agg['cost_per_job_usd_mean']:.4f}/job | "
         f"makespan {agg['makespan_h_mean']} h vs bound {agg['lower_bound_h_mean']} h | "
-        f"stock-outs {agg['stockouts_mean']}, deaths {agg['pod_deaths_mean']}, pods {agg['pods_launched_mean']}"
+        f"stock-outs {agg['stockouts_mean']}, deaths {agg['pod_deaths_mean']}, pods {agg['pods_launched_mean']}" + wait
     )
+
+
+Emit = Callable[[str, dict[str, object]], None]
+Runs = Callable[[str, str, Callable[[int], tuple[list[SimJob], SimConfig]]], dict[str, object]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1750)
     parser.add_argument("--max-pods", type=int, default=16)
     parser.add_argument("--json", action="store_true", help="print one JSON object per line instead of text")
+    parser.add_argument(
+        "--scenario",
+        choices=("all", "drain", "cost", "batched"),
+        default="all",
+        help="run one scenario only (drain = 1, cost = 2, batched = 3); default all",
+    )
     args = parser.parse_args(argv)
     seeds = range(args.seeds)
     started = time.perf_counter()
@@ -105,15 +127,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     def emit(text: str, data: dict[str, object]) -> None:
         print(json.dumps(data) if args.json else text, flush=True)
 
-    def runs(label: str, scenario: str, make: Callable[[int], tuple[list, SimConfig]]) -> dict[str, object]:  # type: ignore[type-arg]
-        results = [simulate(*make(seed)) for seed in seeds]
+    def runs(label: str, scenario: str, make: Callable[[int], tuple[list[SimJob], SimConfig]]) -> dict[str, object]:
+        results, waits = [], []
+        for seed in seeds:
+            jobs, cfg = make(seed)
+            results.append(simulate(jobs, cfg))
+            waits.append(turnaround_s(jobs, results[-1]))
         agg = aggregate(label, results) | {"scenario": scenario}
+        if scenario == "batched":  # what patience costs: a job's time from arrival to its end
+            agg["turnaround_min_mean"] = round(statistics.fmean(waits) / 60, 1)
         emit(row(agg), agg)
-        if args.seeds and scenario == "drain" and label.startswith("longest_first (+-25%)"):
+        if args.seeds and scenario == "drain" and label.startswith("longest_first (+-25%"):
             emit("\n".join(summary_lines(results[0], f"{label}, seed 0 in detail")), summary(results[0], label))
+        if args.seeds and scenario == "batched":
+            emit(gpu_mix(results[0]), {"simulated": True, "label": label, "by_gpu": str(results[0].by_gpu)})
         return agg
 
     emit(BANNER, {"simulated": True, "banner": BANNER})
+    if args.scenario in ("all", "drain"):
+        drain(args, runs, emit)
+    for scenario, arrivals, text in (
+        ("cost", None, "all jobs queued at once"),
+        ("batched", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min"),
+    ):
+        if args.scenario in ("all", scenario):
+            cost(args, scenario, arrivals, text, runs, emit)
+    elapsed = time.perf_counter() - started
+    emit(f"{PREFIX} done in {elapsed:.1f} s of wall time", {"simulated": True, "wall_s": round(elapsed, 2)})
+    return 0
+
+
+def gpu_mix(result: SimResult) -> str:
+    """Seed 0's pods, pod-hours and busy share per rung (where the money and the idle time went)."""
+    parts = [
+        f"{gpu}: {u.pods} pods, {u.pod_hours:.1f} pod-h, {u.busy_hours / u.pod_hours if u.pod_hours else 0:.0%} busy"
+        for gpu, u in result.by_gpu.items()
+        if u.pods
+    ]
+    return f"{PREFIX}   seed 0 by rung: " + "; ".join(parts)
+
+
+def drain(args: argparse.Namespace, runs: Runs, emit: Emit) -> None:
+    """Scenario 1: makespan / lower bound for each ``[fleet] order``."""
     emit(
         f"{PREFIX} scenario 1 (drain): {args.jobs} jobs queued at once, <= {args.max_pods} pods, ladder "
         "A5000 > A40 > 4090 > A6000 with stock-outs, every GPU the same speed, ~2 min provisioning, pod deaths "
@@ -145,43 +200,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         {"simulated": True, "target": TARGET_RATIO, "lpt_ratio_max": lpt_max, "verdict": verdict},
     )
 
-    for scenario, arrivals, text in (
-        ("cost", None, "all jobs queued at once"),
-        ("batched", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min"),
-    ):
-        emit(
-            f"{PREFIX} scenario {'2' if scenario == 'cost' else '3'} ({scenario}): the seed arc, {text}, 75% "
-            "Qwen3-1.7B / 25% Qwen3-0.6B, ASSUMED speeds (SEED_SPEEDS), default idle TTL "
-            f"{SIM_FLEET.idle_ttl_s / 60:g} min",
-            {"simulated": True, "scenario": scenario},
-        )
-        aggs = []
-        for label, make_fleet in (("before: seed ladder, oldest first", before), ("after: right-sized", after)):
-            fleet = make_fleet(args.max_pods)
-            aggs.append(
-                runs(
-                    label,
-                    scenario,
-                    lambda s, f=fleet, a=arrivals: (  # type: ignore[misc]
-                        make_jobs(args.jobs, DurationModel(), s, arrivals=a, models=SEED_MODELS),
-                        SimConfig(seed=s, fleet=f, speeds=SEED_SPEEDS),
-                    ),
-                )
+
+def cost(
+    args: argparse.Namespace, scenario: str, arrivals: list[float] | None, text: str, runs: Runs, emit: Emit
+) -> None:
+    """Scenarios 2 and 3: the seed arc's cost per job, before and after, side by side."""
+    emit(
+        f"{PREFIX} scenario {'2' if scenario == 'cost' else '3'} ({scenario}): the seed arc, {text}, 75% "
+        "Qwen3-1.7B / 25% Qwen3-0.6B, ASSUMED speeds (SEED_SPEEDS), default idle TTL "
+        f"{SIM_FLEET.idle_ttl_s / 60:g} min",
+        {"simulated": True, "scenario": scenario},
+    )
+    aggs = []
+    for label, make_fleet in VARIANTS[scenario]:
+        fleet = make_fleet(args.max_pods)
+        aggs.append(
+            runs(
+                label,
+                scenario,
+                lambda s, f=fleet, a=arrivals: (  # type: ignore[misc]
+                    make_jobs(args.jobs, DurationModel(), s, arrivals=a, models=SEED_MODELS),
+                    SimConfig(seed=s, fleet=f, speeds=SEED_SPEEDS),
+                ),
             )
-        b, a = aggs
-        usd, idle = float(a["cost_per_job_usd_mean"]), float(a["idle_fraction_mean"])  # type: ignore[arg-type]
-        ratio = usd / float(b["cost_per_job_usd_mean"])  # type: ignore[arg-type]
-        met = (usd <= TARGET_USD_PER_JOB) and (scenario != "batched" or idle <= TARGET_IDLE)
-        emit(
-            f"{PREFIX} {scenario}: after / before cost per job {ratio:.3f}; after ${usd:.4f}/job (target <= "
-            f"${TARGET_USD_PER_JOB}), idle {idle:.2%}"
-            + (f" (target <= {TARGET_IDLE:.0%})" if scenario == "batched" else "")
-            + f" -> {'MET' if met else 'MISSED'}",
-            {"simulated": True, "scenario": scenario, "after_over_before": round(ratio, 4), "met": met},
         )
-    elapsed = time.perf_counter() - started
-    emit(f"{PREFIX} done in {elapsed:.1f} s of wall time", {"simulated": True, "wall_s": round(elapsed, 2)})
-    return 0
+    b, a = aggs[0], aggs[-1]
+    usd, idle = float(a["cost_per_job_usd_mean"]), float(a["idle_fraction_mean"])  # type: ignore[arg-type]
+    ratio = usd / float(b["cost_per_job_usd_mean"])  # type: ignore[arg-type]
+    met = (usd <= TARGET_USD_PER_JOB) and (scenario != "batched" or idle <= TARGET_IDLE)
+    emit(
+        f"{PREFIX} {scenario}: after / before cost per job {ratio:.3f}; after ${usd:.4f}/job (target <= "
+        f"${TARGET_USD_PER_JOB}), idle {idle:.2%}"
+        + (f" (target <= {TARGET_IDLE:.0%})" if scenario == "batched" else "")
+        + f" -> {'MET' if met else 'MISSED'}",
+        {"simulated": True, "scenario": scenario, "after_over_before": round(ratio, 4), "met": met},
+    )
+
+
+def warm_top(max_pods: int) -> FleetConfig:
+    """Right-sized, with the batch-aware idle policy as first proposed: the top rung kept warm for the TTL."""
+    return msgspec.structs.replace(after(max_pods), idle_policy="batch", warm_rungs=1)
+
+
+def batch_aware(max_pods: int) -> FleetConfig:
+    """Right-sized and batch-aware: no pod kept idle while nothing waits, fallbacks wait up to 30 min for a
+    cheaper pod already up, stock re-checked every minute."""
+    return msgspec.structs.replace(
+        after(max_pods), idle_policy="batch", warm_rungs=0, fallback_wait_s=1800.0, stockout_cooldown_s=60.0
+    )
+
+
+VARIANTS: dict[str, list[tuple[str, Callable[[int], FleetConfig]]]] = {
+    "cost": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
+    "batched": [
+        ("before: seed ladder, oldest first", before),
+        ("right-sized (round one)", after),
+        ("+ batch idle, top rung warm", warm_top),
+        ("after: + batch-aware (all)", batch_aware),
+    ],
+}
 
 
 if __name__ == "__main__":

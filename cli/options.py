@@ -23,7 +23,9 @@ class WorkerOptions(msgspec.Struct, frozen=True, kw_only=True):
     trainer: str = "standin"
     #: inner-trainer options, passed to local pods as ``--trainer-opt K=V``
     trainer_options: dict[str, str] = {}
-    image: str = ""  # runpod: the container image with ait installed
+    image: str = ""  # runpod: the container image ("": a CUDA base image, the start command installs the rest)
+    #: a pip requirement installing this project on a pod that lacks it ("": ai-trains-ai==<controller's version>)
+    ait_source: str = ""
     once: bool = False  # exit once the queue is empty, terminating every pod
 
 

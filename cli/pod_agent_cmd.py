@@ -3,6 +3,11 @@
 Prints ``ait pod-agent: listening on <url> (trainer <name>)`` once it accepts connections. The bearer token
 comes from a file (``--token-file``) or an environment variable (``--token-env``), never from the command line.
 Only light modules are imported before the trainer is chosen, so a pod is answering within a second.
+
+``--self-check`` (default ``auto``): what the agent checks before it takes a job. ``auto`` is ``prime_rl`` for the
+prime-rl trainer (GPU, prime-rl at the pinned commit, vLLM, the scoring venv, this project's version:
+:mod:`adapters.prime_rl.selfcheck`, on the installs under ``--trainer-opt root``, else ``$AIT_ROOT``, else
+``/opt/ait``) and ``none`` for every other trainer (the CPU trainer and the stand-in need nothing: no check runs).
 """
 
 from __future__ import annotations
@@ -12,7 +17,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapters.pod.core import SelfCheckFn
+    from handlers.ports.inner_trainer import InnerTrainer
 
 __all__ = ["register"]
 
@@ -29,6 +38,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--workdir", type=Path, default=None, help="where job bundles are unpacked (default: a temp dir)")
     p.add_argument("--url-file", type=Path, default=None, help="also write {url, pid} as JSON here once listening")
     p.add_argument("--idle-exit-s", type=float, default=0.0, help="exit after this long with no job or request")
+    p.add_argument(
+        "--self-check",
+        choices=("auto", "none", "prime_rl"),
+        default="auto",
+        help="check the machine before taking jobs (auto: prime_rl for the prime_rl trainer, else none)",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,17 +58,51 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
+def _self_check(args: argparse.Namespace, options: dict[str, str]) -> SelfCheckFn | None:
+    mode = args.self_check
+    if mode == "auto":
+        mode = "prime_rl" if args.trainer == "prime_rl" else "none"
+    if mode == "none":
+        return None
+    from adapters.prime_rl.selfcheck import prime_rl_self_check
+
+    root = options.get("root") or os.environ.get("AIT_ROOT") or "/opt/ait"
+    gpus = options.get("gpus", "")
+    min_gpus = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 1
+    expected = os.environ.get("AIT_VERSION", "")
+    return lambda: prime_rl_self_check(root, min_gpus=min_gpus, expected_ait=expected)
+
+
+def _with_trainer_failure(check: SelfCheckFn, reason: str) -> SelfCheckFn:
+    from handlers.ports.pod_agent import SelfCheck, SelfCheckItem
+
+    def checked() -> SelfCheck:
+        result = check()
+        items = [SelfCheckItem(name="trainer", ok=False, detail=reason[:240]), *result.items]
+        return SelfCheck(state="failed", items=items, duration_s=result.duration_s)
+
+    return checked
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from adapters.pod.core import AgentCore
     from adapters.pod.server import serve
-    from adapters.pod.trainers import load_trainer, parse_options
+    from adapters.pod.trainers import UnavailableTrainer, load_trainer, parse_options
     from adapters.prime_rl.procgroup import adopt_orphans
 
     try:
         token = _token(args)
-        trainer = load_trainer(args.trainer, parse_options(args.trainer_opt))
+        options = parse_options(args.trainer_opt)
+        check = _self_check(args, options)
+        try:
+            trainer: InnerTrainer = load_trainer(args.trainer, options)
+        except ValueError as exc:
+            if check is None:
+                raise
+            # Serve anyway: the failed self-check names the reason, and the controller records it.
+            trainer, check = UnavailableTrainer(args.trainer, str(exc)), _with_trainer_failure(check, str(exc))
     except ValueError as exc:
         sys.stderr.write(f"ait pod-agent: {exc}\n")
         return 2
@@ -61,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     # Every child of this process belongs to the job it runs: no descendant may outlive the job's training
     # by leaving the process tree (setsid + a scrubbed environment): it is re-parented here and killed.
     adopted = adopt_orphans()
-    core = AgentCore(trainer, workdir)
+    core = AgentCore(trainer, workdir, self_check=check)
 
     def announce(url: str) -> None:
         reaper = "" if adopted else "; not a subreaper: a job's orphaned helpers could outlive it"

@@ -21,7 +21,9 @@ Tables:
   or a paid provider (``runpod``), as is the ``sim`` provider (its pods run the stand-in). ``provider`` here is
   the old spelling of ``[fleet] provider``.
 - ``[fleet]``: ``provider = "local" | "runpod" | "sim"`` (where ``ait train`` runs inner jobs itself, in the
-  same process and log; ``runpod`` needs ``image`` and ``RUNPOD_API_KEY``), ``image``, and the rest of
+  same process and log; ``runpod`` needs ``RUNPOD_API_KEY``), ``image`` (Runpod: default a CUDA base image that
+  the pod start command installs onto; ``docker/Dockerfile`` builds one that needs nothing), ``ait_source`` (a pip
+  requirement installing this project on such a pod), and the rest of
   :class:`handlers.fleet.policy.FleetConfig` (default: the provider's ladder, 2 pods).
 - ``[budget]``: :class:`handlers.budget.rules.BudgetConfig` (the ledger defaults to ``<runs-root>/costs.jsonl``).
 - ``[reward]``: :class:`handlers.reward.formula.RewardConfig`: the weights (``w_validation``, ``w_quality``,
@@ -121,7 +123,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     reward: RewardConfig = RewardConfig()
     wandb: WandbConfig | None = None  # None: no live W&B sink
     provider: str = "local"  # [fleet] provider: where inner jobs' pods run
-    image: str = ""  # [fleet] image: the container image of Runpod pods
+    image: str = ""  # [fleet] image: the container image of Runpod pods ("": a CUDA base image)
+    ait_source: str = ""  # [fleet] ait_source: pip requirement installing this project on a pod
 
     @property
     def standin(self) -> bool:
@@ -211,7 +214,10 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
     except ConfigError as exc:
         raise _located(exc, text, source, "outer") from None
     fleet_table = dict(_table(doc, "fleet", source))
-    provider, image = _provider(fleet_table, parts["inner"], source)
+    try:
+        provider, image, ait_source = _provider(fleet_table, parts["inner"], source)
+    except ConfigError as exc:
+        raise _located(exc, text, source, "fleet") from None
     try:
         fleet = FleetConfig.from_mapping(
             {"ladder": _default_ladder(provider), "max_pods": 2, **fleet_table}, source=source
@@ -256,6 +262,7 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
         wandb=wandb,
         provider=provider,
         image=image,
+        ait_source=ait_source,
         **parts,
     )
     _no_standin_by_accident(cfg, source)
@@ -273,10 +280,11 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
     return cfg
 
 
-def _provider(fleet_table: dict[str, Any], inner: InnerTable, source: str) -> tuple[str, str]:
-    """``[fleet] provider`` and ``image`` (taken out of the table: the rest is the fleet policy's)."""
+def _provider(fleet_table: dict[str, Any], inner: InnerTable, source: str) -> tuple[str, str, str]:
+    """``[fleet] provider``, ``image`` and ``ait_source`` (taken out of the table: the rest is the fleet policy's)."""
     provider = fleet_table.pop("provider", None)
     image = fleet_table.pop("image", "")
+    ait_source = fleet_table.pop("ait_source", "")
     if provider is None:
         provider = inner.provider or "local"
     elif inner.provider and inner.provider != provider:
@@ -286,11 +294,10 @@ def _provider(fleet_table: dict[str, Any], inner: InnerTable, source: str) -> tu
         )
     if provider not in PROVIDERS:
         raise ConfigError(f"{source}: [fleet] provider: {provider!r} is not one of {', '.join(PROVIDERS)}")
-    if not isinstance(image, str):
-        raise ConfigError(f"{source}: [fleet] image: expected a string, got {image!r}")
-    if provider == "runpod" and not image:
-        raise ConfigError(f"{source}: [fleet] provider = 'runpod' needs [fleet] image (a container image with ait)")
-    return provider, image
+    for name, value in (("image", image), ("ait_source", ait_source)):
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: [fleet] {name}: expected a string, got {value!r}")
+    return provider, image, ait_source
 
 
 def _default_ladder(provider: str) -> tuple[str, ...]:

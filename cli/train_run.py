@@ -64,7 +64,13 @@ class TrainFailed(Exception):
 def _worker_options(cfg: RunConfig, unsafe: bool = False) -> WorkerOptions:
     provider: ProviderName = cfg.provider  # type: ignore[assignment]  # validated against PROVIDERS on load
     options = trainer_opts(cfg.inner.trainer_options, unsafe, cfg.inner.trainer)
-    return WorkerOptions(provider=provider, trainer=cfg.inner.trainer, trainer_options=options, image=cfg.image)
+    return WorkerOptions(
+        provider=provider,
+        trainer=cfg.inner.trainer,
+        trainer_options=options,
+        image=cfg.image,
+        ait_source=cfg.ait_source,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -119,7 +125,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         owed = await rewarder.catch_up(rt, catch_up_records(kept)) if resumed else 0
         state: TrainingState = rt.state(TrainingProjection)
         reopened = open_groups(state)
-        reopened_ids = [e for g in reopened for e in g.episode_ids]
+        reopened_ids = [e for g in reopened for e in g.members]
         histories = resume_histories(kept, reopened_ids) if resumed else episode_histories([], reopened_ids)
         backend = make_backend(cfg, run_dir, resume_state_path=state.resume_state_path)
         ran_on = {**backend.ran_on, "validation": validator_desc}

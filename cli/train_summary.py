@@ -37,6 +37,12 @@ def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
         f"groups: {trained} trained, {discarded} discarded as stale ({len(training.requeued)} task(s) re-queued), "
         f"{open_} open (continued by a later `ait resume --max-steps N`)"
     )
+    if training.short_groups:
+        dropped = sum(len(g.dropped) for g in groups)
+        lines.append(
+            f"short: {training.short_groups} group(s) trained without their stragglers at their last fresh step "
+            f"({dropped} straggler episode(s) cancelled)"
+        )
     counts = queue.counts
     lines.append(
         f"inner jobs: {counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed, "

@@ -39,7 +39,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--tick", type=float, default=None, metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--trainer", default="standin", help="local pods: inner trainer name (default standin)")
     p.add_argument("--trainer-opt", action="append", default=[], metavar="K=V", help="local pods: trainer option")
-    p.add_argument("--image", default="", help="runpod: container image with ait installed")
+    p.add_argument(
+        "--image", default="", help="runpod: container image (default: a CUDA base image; see docker/README.md)"
+    )
+    p.add_argument(
+        "--ait-source",
+        default="",
+        metavar="REQ",
+        help="runpod: pip requirement installing this project on a pod without it (default ai-trains-ai==VERSION)",
+    )
     p.add_argument("--pin", action="append", default=[], metavar="K=V", help="a revision every pod is pinned to")
     add_flag(p)  # local pods: lets the CPU trainer run without bubblewrap (it refuses each job otherwise)
     p.set_defaults(func=run)
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             trainer=args.trainer,
             trainer_options=trainer_opts(parse_options(args.trainer_opt), args.unsafe_no_sandbox, args.trainer),
             image=args.image,
+            ait_source=args.ait_source,
             once=args.once,
         )
         config = _config(args, default_ladder(opts.provider))

@@ -6,11 +6,14 @@ Only this module (and the CLI around it) names concrete adapters; the dispatcher
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 import structlog
 
 from adapters.pod.tokens import TOKEN_ENV, PodTokens
@@ -27,26 +30,81 @@ from handlers.fleet.queue import QueueProjection
 from handlers.ports.pod_agent import PodAgent
 from handlers.ports.provider import PodSpec, Provider, ProviderAuthError
 
+if TYPE_CHECKING:
+    from adapters.prime_rl.start import StartPlan
+
 __all__ = [
+    "DEFAULT_POD_IMAGE",
     "POD_AGENT_COMMAND",
     "WorkerSetupError",
     "default_ladder",
     "dispatch",
     "dispatch_ports",
     "fleet_projections",
+    "local_command",
     "run_worker",
+    "runpod_start",
+    "spec_factory",
+    "start_plan",
     "worker_ports",
 ]
 
 log = structlog.get_logger("ait.worker")
 
-#: What a Runpod pod runs: the agent on the proxied port, its token from the environment. The image carries
-#: ait and the pinned trainer stack; the pins travel as AIT_PIN_* variables and are recorded in pod.requested.
-RUNPOD_START = "ait pod-agent --host 0.0.0.0 --port 8000 --token-env " + TOKEN_ENV + " --trainer {trainer}"
-
+#: The image a Runpod pod starts from when none is given: a CUDA image with Python, git and curl, on which the
+#: start command installs everything (minutes per pod); an image built from docker/Dockerfile skips that.
+DEFAULT_POD_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
+_AGENT_PORT = 8000
 
 #: What a local pod runs: ``ait pod-agent`` under this interpreter (the local provider is handed this command).
 POD_AGENT_COMMAND = (sys.executable, "-m", "cli", "pod-agent")
+
+
+def controller_version() -> str:
+    """This project's installed version: the pods must run the same."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from adapters.prime_rl.start import DISTRIBUTION
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        raise WorkerSetupError(
+            f"{DISTRIBUTION} is not installed here (run from an installed checkout: uv sync), so its version "
+            "for the pods is unknown"
+        ) from None
+
+
+def start_plan(opts: WorkerOptions, **overrides: Any) -> StartPlan:
+    """The pod start command's plan: this project at the controller's version, the bootstrap for prime_rl."""
+    from adapters.prime_rl.start import StartPlan
+
+    plan = StartPlan(ait_version=controller_version(), ait_source=opts.ait_source, bootstrap=opts.trainer == "prime_rl")
+    return msgspec.structs.replace(plan, **overrides) if overrides else plan
+
+
+def runpod_start(opts: WorkerOptions) -> str:
+    """Runpod's ``args`` for a pod: the start script (install or verify, then the agent on the proxied port,
+    its token from the environment, self-checking before its first job)."""
+    from adapters.prime_rl.start import runpod_args, start_script
+
+    agent = ("--host", "0.0.0.0", "--port", str(_AGENT_PORT), "--token-env", TOKEN_ENV, "--trainer", opts.trainer)
+    return runpod_args(start_script(start_plan(opts)), agent)
+
+
+def local_command(opts: WorkerOptions, state_dir: Path) -> tuple[str, ...]:
+    """What a local pod runs: the agent itself, or, for prime_rl (a local GPU machine), the start script first
+    (its bootstrap under ``$AIT_ROOT``, default ``<state_dir>/ait``, done once: a marker file)."""
+    if opts.trainer != "prime_rl":
+        return POD_AGENT_COMMAND  # nothing to install or verify: the CPU trainer and the stand-in need no GPU stack
+    from adapters.prime_rl.start import start_script
+
+    root = os.environ.get("AIT_ROOT") or str(state_dir / "ait")
+    plan = start_plan(opts, root=root, ait_python=sys.executable, agent=POD_AGENT_COMMAND)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    script = state_dir / "start.sh"
+    script.write_text(start_script(plan))
+    return ("bash", str(script))
 
 
 class WorkerSetupError(Exception):
@@ -79,15 +137,17 @@ def eval_packages() -> EvalPackages:
     return package
 
 
-def _spec_factory(kind: str, config: FleetConfig, image: str, trainer: str) -> SpecFactory:
+def spec_factory(opts: WorkerOptions, config: FleetConfig) -> SpecFactory:
     pins = {f"AIT_PIN_{k.upper()}": v for k, v in sorted(config.pins.items())}
+    # The start command is the same for every pod of a run: built once (it is checked when the worker starts).
+    start = runpod_start(opts) if opts.provider == "runpod" else ""
 
     def spec(gpu_type: str, pod_id: str, token: str) -> PodSpec:
         env = {TOKEN_ENV: token, "AIT_POD_ID": pod_id, **pins}
-        if kind == "runpod":
-            start = RUNPOD_START.format(trainer=trainer)
-            return PodSpec(gpu_type=gpu_type, image=image, agent_port=8000, env=env, args=start)
-        return PodSpec(gpu_type=gpu_type, image=image or kind, env=env)
+        if opts.provider == "runpod":
+            image = opts.image or DEFAULT_POD_IMAGE
+            return PodSpec(gpu_type=gpu_type, image=image, agent_port=_AGENT_PORT, env=env, args=start)
+        return PodSpec(gpu_type=gpu_type, image=opts.image or opts.provider, env=env)
 
     return spec
 
@@ -101,9 +161,10 @@ async def worker_ports(
         from adapters.local_provider import LocalProvider
         from adapters.pod.client import HttpPodAgent
 
+        state_dir = run_dir.root.parent / ".local-pods"
         provider = LocalProvider(
-            POD_AGENT_COMMAND,
-            run_dir.root.parent / ".local-pods",
+            local_command(opts, state_dir),
+            state_dir,
             trainer=opts.trainer,
             trainer_options=opts.trainer_options,
         )
@@ -113,15 +174,13 @@ async def worker_ports(
         from adapters.pod.client import HttpPodAgent
         from adapters.runpod import RunpodProvider
 
-        if not opts.image:
-            raise WorkerSetupError("--provider runpod needs --image (a container image with ait installed)")
         try:
             runpod = RunpodProvider.from_env()
         except ProviderAuthError as exc:
             raise WorkerSetupError(str(exc)) from None
         try:
             async with HttpPodAgent(timeout_s=60.0) as agent:
-                yield runpod, agent, f"Runpod pods ({opts.image})"
+                yield runpod, agent, f"Runpod pods ({opts.image or DEFAULT_POD_IMAGE})"
         finally:
             await runpod.aclose()
     else:
@@ -196,7 +255,7 @@ def dispatch_ports(
         gate=BudgetGate.for_runtime(rt, prices),
         blobs=run_dir.blobs,
         tokens=PodTokens(run_dir.root / "secrets" / "pod-token.key"),
-        spec_for=_spec_factory(opts.provider, config, opts.image, opts.trainer),
+        spec_for=spec_factory(opts, config),
         eval_packages=eval_packages(),
     )
 

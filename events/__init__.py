@@ -36,12 +36,14 @@ from .episode import (
     WorkspaceFileWritten,
 )
 from .fleet import (
+    PodCheck,
     PodCreated,
     PodIdle,
     PodLost,
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     PodTerminated,
     PodTerminating,
 )
@@ -60,6 +62,7 @@ from .learning import (
     BatchCollected,
     BatchStarted,
     EpisodeStaleDiscarded,
+    GroupClosedShort,
     GroupStarted,
     LoRAStepApplied,
     RewardComputed,
@@ -96,6 +99,7 @@ Event = (
     | PodRequested
     | PodProvisionFailed
     | PodReady
+    | PodSelfChecked
     | PodIdle
     | PodLost
     | PodTerminated
@@ -112,6 +116,7 @@ Event = (
     | BatchCollected
     | EpisodeStaleDiscarded
     | GroupStarted
+    | GroupClosedShort
     | LoRAStepApplied
     | SamplerPublished
 )
@@ -135,6 +140,7 @@ __all__ = [
     "EpisodeStarted",
     "Event",
     "EventBody",
+    "GroupClosedShort",
     "GroupStarted",
     "JobAssigned",
     "JobFailed",
@@ -146,12 +152,14 @@ __all__ = [
     "JobSucceeded",
     "LoRAStepApplied",
     "Outcome",
+    "PodCheck",
     "PodCreated",
     "PodIdle",
     "PodLost",
     "PodProvisionFailed",
     "PodReady",
     "PodRequested",
+    "PodSelfChecked",
     "PodTerminated",
     "PodTerminating",
     "Recorded",

@@ -9,6 +9,7 @@ __all__ = [
     "BatchCollected",
     "BatchStarted",
     "EpisodeStaleDiscarded",
+    "GroupClosedShort",
     "GroupStarted",
     "LoRAStepApplied",
     "RewardComputed",
@@ -85,6 +86,23 @@ class GroupStarted(EventBody, frozen=True, kw_only=True):
     episode_ids: list[str]
     sampler_version: int
     sampler_path: str = ""
+
+
+@event("group.closed_short")
+class GroupClosedShort(EventBody, frozen=True, kw_only=True):
+    """A group still running at its last fresh step ``step`` (``step - sampler_version`` = the staleness bound)
+    trains without its stragglers: ``episode_ids`` (finished, at least ``[outer] min_group_fraction`` of the
+    group) are the group from now on and its GRPO baseline is their mean; ``dropped_episode_ids`` are cancelled
+    and count as discarded (they are never trained on or run again).
+
+    Emitted before the step's ``batch.collected``; a resumed run re-launches only ``episode_ids``."""
+
+    group_id: str
+    step: int
+    episode_ids: list[str]
+    dropped_episode_ids: list[str]
+    task_id: str = ""
+    sampler_version: int = 0
 
 
 @event("batch.collected")

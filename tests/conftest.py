@@ -41,6 +41,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["AIT_FUZZ_LONG"] = "1"  # read when the fuzz modules build their hypothesis settings
 
 
+def _declared_cost(item: pytest.Item) -> float:
+    """A test's declared worst case: its ``timeout`` mark if it is marked slow, else 0."""
+    if item.get_closest_marker("slow") is None:
+        return 0.0
+    timeout = item.get_closest_marker("timeout")
+    return float(timeout.args[0]) if timeout is not None and timeout.args else 300.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Longest first: pytest-xdist (--dist loadfile) hands out files in collection order, so a two-minute file
+    # collected last runs alone at the end while the other worker idles. Files holding slow tests go first,
+    # the longest declared first; the many short files then fill in around them. Stable: ties keep their order.
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[item.path.as_posix()] = max(cost.get(item.path.as_posix(), 0.0), _declared_cost(item))
+    items.sort(key=lambda item: -cost[item.path.as_posix()])
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = os.environ.get("AIT_FUZZ_REPORT")
     if report:

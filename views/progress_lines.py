@@ -29,6 +29,7 @@ from events import (
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     Recorded,
     SubmissionReceived,
     SubmissionRejected,
@@ -87,6 +88,10 @@ def line_for(ev: EventBody) -> str | None:
         return f"starting pod {ev.pod_id} ({ev.provider}, {ev.gpu_type})..."
     if isinstance(ev, PodReady):
         return f"pod {ev.pod_id} ready"
+    if isinstance(ev, PodSelfChecked):
+        if ev.ok:
+            return f"pod {ev.pod_id} self-check passed in {ev.duration_s:.1f} s: {escape(ev.summary()[:300])}"
+        return f"[red]pod {ev.pod_id} self-check failed: {escape(ev.summary()[:300])}[/red]"
     if isinstance(ev, PodProvisionFailed):
         return f"[red]pod {ev.pod_id} could not start: {escape(ev.kind)}: {escape(ev.detail[:300])}[/red]"
     return _job_line(ev)

@@ -22,11 +22,40 @@ only the child (and tests with trusted fixture envs) call it directly.
 
 from __future__ import annotations
 
-from ._confine import ChildLimits
-from ._grpo import EpisodeSample, TurnSample, UpdateStats, group_advantages, grpo_update, token_loss
-from ._loop import EnvFailure, StepRecord, TrainReport, train
-from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
-from ._trainer import CpuTrainer, make_trainer
+from typing import TYPE_CHECKING
+
+from adapters.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ._confine import ChildLimits
+    from ._grpo import EpisodeSample, TurnSample, UpdateStats, group_advantages, grpo_update, token_loss
+    from ._loop import EnvFailure, StepRecord, TrainReport, train
+    from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
+    from ._trainer import CpuTrainer, make_trainer
+
+# Lazy: importing one light piece (``_confine``, ``_settings``) must not load torch, transformers and verifiers
+# (~10 CPU-s on a busy machine): the pod agent, the CLI and test collection only pay for what they use.
+_WHERE = {
+    "ChildLimits": "_confine",
+    "EpisodeSample": "_grpo",
+    "TurnSample": "_grpo",
+    "UpdateStats": "_grpo",
+    "group_advantages": "_grpo",
+    "grpo_update": "_grpo",
+    "token_loss": "_grpo",
+    "EnvFailure": "_loop",
+    "StepRecord": "_loop",
+    "TrainReport": "_loop",
+    "train": "_loop",
+    "DEFAULT_LR_SCALE": "_settings",
+    "CpuTrainSettings": "_settings",
+    "settings_from_job": "_settings",
+    "CpuTrainer": "_trainer",
+    "make_trainer": "_trainer",
+}
+
+__getattr__ = lazy_exports(__name__, _WHERE)
+
 
 __all__ = [
     "DEFAULT_LR_SCALE",

@@ -161,16 +161,23 @@ class CpuTrainer:
         timings["setup"] = time.monotonic() - phase
 
         await progress(Progress(phase="pre_score", message=f"scoring {ckpt.name} on the {job.family} hidden eval"))
-        phase = time.monotonic()
-        pre = await self._score(ckpt, job.family, temperature)
-        dev: dict[str, float] = {}
-        if dev_eval:
-            dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
-        timings["pre_score"] = time.monotonic() - phase
-        await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}"))
 
-        # Leave room for the post-score (about as long as the pre-score) inside the job's time budget.
-        deadline = None if budget is None else started + budget - 1.5 * timings["pre_score"] - 5.0
+        async def pre_score() -> tuple[Any, dict[str, float]]:
+            phase = time.monotonic()
+            pre = await self._score(ckpt, job.family, temperature)
+            dev: dict[str, float] = {}
+            if dev_eval:
+                dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
+            timings["pre_score"] = time.monotonic() - phase
+            await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}"))
+            return pre, dev
+
+        # The pre-score and the training are independent (both start from the base checkpoint; the child trains
+        # its own copy), so they run at once: on a 2-core machine the child's start-up (torch, transformers and
+        # verifiers imports inside the sandbox) and its first steps overlap the scoring instead of waiting for it.
+        # The post-score's reserve inside the time budget therefore cannot be sized from the pre-score's duration
+        # (not known yet): a quarter of the budget is kept for it (at least 30 s).
+        deadline = None if budget is None else started + budget - max(30.0, 0.25 * budget) - 5.0
 
         async def on_step(record: StepRecord) -> None:
             loss = record.update.loss if record.update is not None else None
@@ -187,6 +194,7 @@ class CpuTrainer:
 
         work = make_root(self.work_root)
         try:
+            scoring = asyncio.create_task(pre_score())
             try:
                 trained = await train_in_child(
                     plan=plan,
@@ -203,7 +211,12 @@ class CpuTrainer:
                     on_step=on_step,
                 )
             except TrainingFailed as exc:
+                scoring.cancel()
                 raise _Failed(exc.reason, exc.detail, isolation=exc.isolation, log_tail=exc.log_tail) from None
+            except BaseException:
+                scoring.cancel()
+                raise
+            pre, dev = await scoring
             report = trained.report
             timings["train_setup"] = max(0.0, trained.wall_seconds - report.rollout_seconds - report.learn_seconds)
             timings["rollouts"] = report.rollout_seconds

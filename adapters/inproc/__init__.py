@@ -26,10 +26,32 @@ Usage::
 
 from __future__ import annotations
 
-from ._loader import EnvLoadError, InprocEnv, load_env, module_name
-from ._rollout import RolloutResult, RolloutSettings, rollout
-from ._runner import InprocRunner
-from ._tools import InprocToolset, ToolRouter
+from typing import TYPE_CHECKING
+
+from adapters.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from ._loader import EnvLoadError, InprocEnv, load_env, module_name
+    from ._rollout import RolloutResult, RolloutSettings, rollout
+    from ._runner import InprocRunner
+    from ._tools import InprocToolset, ToolRouter
+
+# Lazy: importing one piece must not load verifiers (seconds of imports) until a piece that needs it is used.
+_WHERE = {
+    "EnvLoadError": "_loader",
+    "InprocEnv": "_loader",
+    "load_env": "_loader",
+    "module_name": "_loader",
+    "RolloutResult": "_rollout",
+    "RolloutSettings": "_rollout",
+    "rollout": "_rollout",
+    "InprocRunner": "_runner",
+    "InprocToolset": "_tools",
+    "ToolRouter": "_tools",
+}
+
+__getattr__ = lazy_exports(__name__, _WHERE)
+
 
 __all__ = [
     "EnvLoadError",

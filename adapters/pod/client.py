@@ -28,6 +28,7 @@ from handlers.ports.pod_agent import (
     AgentJobStatus,
     AgentJobUnknown,
     AgentNotFinished,
+    AgentNotReady,
     AgentResult,
     AgentUnreachable,
     JobSubmission,
@@ -102,6 +103,8 @@ class HttpPodAgent:
                 raise AgentNotFinished(what)
             if body.error == "eval_refused":
                 raise AgentEvalRefused(what)
+            if body.error == "not_ready":
+                raise AgentNotReady(what)
             raise AgentJobConflict(what)
         if resp.status_code >= 500 or resp.status_code == 429:
             raise AgentUnreachable(what)

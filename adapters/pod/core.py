@@ -13,6 +13,12 @@ key (:meth:`AgentCore.provide_eval`, accepted only while the job waits for it). 
 into a fresh ``<workdir>/jobs/<id>/eval/`` (mode 0700) that exists only from then on: nothing of the
 training phase is left to read it, and the pod never builds a hidden set from a key of its own.
 
+The agent refuses jobs until its self-check has passed (``self_check``: GPU visible, the trainer stack at the
+pinned revisions; :mod:`adapters.prime_rl.selfcheck`). The check runs in a worker thread once the agent is
+serving (:meth:`AgentCore.start_self_check`), so ``/health`` answers at once and reports it ``pending``, then
+``passed`` or ``failed`` with the items that failed; a submission before it passed is :class:`AgentNotReady`.
+Without a check (the CPU trainer, the stand-in) the agent is ready at once, and nothing runs.
+
 The HTTP service (:mod:`.server`) and the in-process agent (:mod:`.inproc`) both wrap this class.
 """
 
@@ -45,11 +51,17 @@ from handlers.ports.pod_agent import (
     AgentJobStatus,
     AgentJobUnknown,
     AgentNotFinished,
+    AgentNotReady,
     AgentResult,
     JobSubmission,
+    SelfCheck,
+    SelfCheckItem,
 )
 
-__all__ = ["AGENT_VERSION", "AgentCore", "BadSubmission", "valid_job_id"]
+__all__ = ["AGENT_VERSION", "AgentCore", "BadSubmission", "SelfCheckFn", "valid_job_id"]
+
+#: A blocking check of the pod's machine (run in a worker thread); ``None``: nothing to check.
+SelfCheckFn = Callable[[], SelfCheck]
 
 AGENT_VERSION = "1"
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -100,6 +112,7 @@ class AgentCore:
         *,
         clock: Callable[[], float] = time.time,
         eval_wait_s: float = EVAL_WAIT_S,
+        self_check: SelfCheckFn | None = None,
     ) -> None:
         self.trainer = trainer
         self.workdir = Path(workdir)
@@ -109,6 +122,9 @@ class AgentCore:
         self._started = time.monotonic()
         self.last_activity = time.monotonic()
         self.eval_wait_s = eval_wait_s
+        self._check_fn = self_check
+        self.self_check = SelfCheck(state="pending") if self_check is not None else SelfCheck()
+        self._check_task: asyncio.Task[None] | None = None
         bind = getattr(trainer, "use_eval_source", None)
         if callable(bind):  # the trainer scores on a hidden eval package: it comes from the controller
             bind(self.await_eval)
@@ -132,6 +148,29 @@ class AgentCore:
             busy=self.busy(),
             jobs=len(self._jobs),
             uptime_s=round(time.monotonic() - self._started, 3),
+            self_check=self.self_check,
+        )
+
+    # -- the self-check ------------------------------------------------------------------------------
+
+    def start_self_check(self) -> None:
+        """Run the self-check once, in the background of the running loop (a no-op without one or when started)."""
+        if self._check_fn is None or self._check_task is not None:
+            return
+        self._check_task = asyncio.get_running_loop().create_task(self._self_check(self._check_fn), name="self-check")
+
+    async def _self_check(self, check: SelfCheckFn) -> None:
+        t0 = time.monotonic()
+        try:
+            result = await asyncio.to_thread(check)
+        except Exception as exc:  # a bug in a check is a failed check, never a pod that takes jobs
+            item = SelfCheckItem(name="self_check", ok=False, detail=f"{type(exc).__name__}: {exc}"[:300])
+            result = SelfCheck(state="failed", items=[item])
+        state = "passed" if result.items and all(i.ok for i in result.items) else "failed"
+        if not result.items:
+            state = result.state if result.state in ("passed", "failed") else "failed"
+        self.self_check = msgspec.structs.replace(
+            result, state=state, duration_s=round(result.duration_s or time.monotonic() - t0, 3)
         )
 
     def status(self, job_id: str) -> AgentJobStatus:
@@ -148,6 +187,10 @@ class AgentCore:
         sha = hashlib.sha256(bundle).hexdigest()
         if sub.bundle_sha256 and sub.bundle_sha256 != sha:
             raise BadSubmission(f"bundle sha256 is {sha}, the submission says {sub.bundle_sha256}: bytes damaged")
+        if self.self_check.state != "passed":
+            if self.self_check.state == "failed":
+                raise AgentNotReady(f"the pod's self-check failed: {self.self_check.summary()}; it takes no job")
+            raise AgentNotReady("the pod's self-check is still running; it takes no job until the check passes")
         existing = self._jobs.get(sub.job_id)
         if existing is not None:
             if existing.sha != sha:
@@ -235,6 +278,8 @@ class AgentCore:
 
     async def close(self) -> None:
         """Cancel every running job (the agent is shutting down)."""
+        if self._check_task is not None and not self._check_task.done():
+            self._check_task.cancel()
         for job in list(self._jobs.values()):
             if job.task is not None and not job.task.done():
                 job.task.cancel()

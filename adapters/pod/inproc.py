@@ -2,7 +2,8 @@
 
 For the simulated provider and for tests: each pod URL gets its own :class:`~.core.AgentCore` (created on
 first use) running the given trainer in this process, with the same idempotency and stream semantics as the
-HTTP agent. ``kill(url)`` makes a pod stop answering, the way a dead pod does.
+HTTP agent. ``kill(url)`` makes a pod stop answering, the way a dead pod does. ``self_check`` (a function of
+the pod's URL) gives each pod the self-check its agent runs before it takes a job.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from handlers.ports.pod_agent import (
     JobSubmission,
 )
 
-from .core import AgentCore
+from .core import AgentCore, SelfCheckFn
 
 __all__ = ["InProcessAgents"]
 
@@ -34,8 +35,10 @@ class InProcessAgents:
         workdir: Path | None = None,
         *,
         token_for_url: Callable[[str], str] | None = None,
+        self_check: Callable[[str], SelfCheckFn | None] | None = None,
     ) -> None:
         self._trainer = trainer
+        self._self_check = self_check
         self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ait-inproc-agents-"))
         self._token_for_url = token_for_url
         self.cores: dict[str, AgentCore] = {}
@@ -49,7 +52,9 @@ class InProcessAgents:
         core = self.cores.get(url)
         if core is None:
             name = "".join(c if c.isalnum() else "_" for c in url)
-            core = self.cores[url] = AgentCore(self._trainer(), self._workdir / name)
+            check = self._self_check(url) if self._self_check is not None else None
+            core = self.cores[url] = AgentCore(self._trainer(), self._workdir / name, self_check=check)
+            core.start_self_check()
         core.touch()
         return core
 

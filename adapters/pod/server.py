@@ -4,7 +4,8 @@ Every request, whatever its path, needs ``Authorization: Bearer <token>``; witho
 and nothing runs, nothing is read, nothing is listed. The token is compared in constant time and never
 logged. Endpoints (docs/gpu-runner-spec.md has the full protocol):
 
-- ``GET  /health``                        agent version, trainer, busy job
+- ``GET  /health``                        agent version, trainer, busy job, the self-check (pending | passed |
+  failed, with its items); a submission before the self-check passed is 409 ``not_ready``
 - ``POST /jobs/{id}?family=&attempt=&time_budget_s=&sha256=``  body: the bundle tar; idempotent by id
 - ``GET  /jobs/{id}``                     status
 - ``GET  /jobs/{id}/events?cursor=N&wait=S``  events after N, long-polling up to S seconds
@@ -46,6 +47,7 @@ from handlers.ports.pod_agent import (
     AgentJobConflict,
     AgentJobUnknown,
     AgentNotFinished,
+    AgentNotReady,
     JobSubmission,
 )
 
@@ -109,6 +111,8 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(409, "not_finished", str(exc))
     except AgentEvalRefused as exc:
         return _error(409, "eval_refused", str(exc))
+    except AgentNotReady as exc:
+        return _error(409, "not_ready", str(exc))
     except BadSubmission as exc:
         return _error(400, "bad_request", str(exc))
     except AgentError as exc:
@@ -233,6 +237,7 @@ async def serve(
     if url_file is not None:
         _write_url_file(url_file, url)
     log.info("agent.listening", url=url, trainer=core.trainer.name)
+    core.start_self_check()  # after listening: /health reports it pending meanwhile
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

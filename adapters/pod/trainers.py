@@ -12,9 +12,9 @@ import importlib
 from collections.abc import Mapping
 from typing import cast
 
-from handlers.ports.inner_trainer import InnerTrainer
+from handlers.ports.inner_trainer import InnerTrainer, JobBundle, JobResult, ProgressCallback
 
-__all__ = ["TRAINERS", "load_trainer", "parse_options"]
+__all__ = ["TRAINERS", "UnavailableTrainer", "load_trainer", "parse_options"]
 
 TRAINERS: dict[str, str] = {
     "standin": "adapters.pod.standin:make_trainer",
@@ -44,3 +44,18 @@ def load_trainer(name: str, options: Mapping[str, str] | None = None) -> InnerTr
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"trainer {name!r}: cannot load {spec}: {exc}") from None
     return cast(InnerTrainer, factory(dict(options or {})))
+
+
+class UnavailableTrainer:
+    """Stands in for a trainer that could not be built on this machine (prime-rl on a pod without a GPU), so
+    that the agent still serves and its failed self-check says why; it never runs a job (the agent refuses
+    jobs while the check has failed), and would fail one with the reason if asked."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        return JobResult(
+            job_id=job.job_id, ok=False, failure="trainer_crash", detail=f"trainer unavailable: {self.reason}"
+        )

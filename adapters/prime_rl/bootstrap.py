@@ -4,8 +4,9 @@ It installs prime-rl at :data:`.pins.PRIME_RL_COMMIT` with the submodules ``rl``
 ``git@github.com:`` URLs to https, since a pod has no SSH key), syncs its locked environment, and creates
 the separate scoring venv with :data:`.pins.SCORING_VERIFIERS` (``vf-eval`` runs there, where the agent's
 env package is never installed). The script is idempotent (a marker file per pin set) and prints what it
-did; ``ait pod-agent`` runs it before taking its first job. ``python -m adapters.prime_rl.bootstrap``
-prints it.
+did. The pod start command (:mod:`.start`) runs it before it starts ``ait pod-agent``, whose self-check
+(:mod:`.selfcheck`) then verifies the result; ``docker/Dockerfile`` runs it at image build time, so that on
+such an image it is a no-op. ``python -m adapters.prime_rl.bootstrap`` prints it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class BootstrapPaths:
         self.scoring_venv = f"{root}/score-venv"
         self.uv_cache = f"{root}/uv-cache"
         self.hf_home = f"{root}/hf"
+        self.ait_venv = f"{root}/ait-venv"  # this project, for the pod agent (installed by the start command)
 
 
 def pins_fingerprint() -> str:

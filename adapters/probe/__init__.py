@@ -2,14 +2,17 @@
 
 ``ProbeValidator().validate(workspace, spec, attempt) -> ProbeReport`` runs the agent's env package only in
 a sandboxed child process (bubblewrap; see :mod:`adapters.sandbox`), one per submission, and reports every
-check with what to fix. ``ProbeReport.isolation`` says exactly which isolation applied. Without bubblewrap
-it refuses (``WeakIsolation``) unless constructed with ``unsafe_no_sandbox=True``.
+check with what to fix. By default the child is a confined fork of a zygote that imported verifiers once
+(``_warm``, ``zygote``: the *warm* path); where that cannot be set up, a bubblewrap sandbox and interpreter of
+its own (the *cold* path). ``ProbeReport.isolation`` says exactly which isolation and which path applied.
+Without bubblewrap it refuses (``WeakIsolation``) unless constructed with ``unsafe_no_sandbox=True``.
 
-Modules: ``_validator`` (the checks, in order), ``_sandbox`` (the child, its directory, its bubblewrap
-command and channel; the confinement itself is :mod:`adapters.sandbox`), ``_limits`` (rlimits and stage
-timeouts), ``sandbox_driver`` (the trusted code that runs inside the sandbox), ``_static`` (source
-scan), ``_tasks`` (task checks and the hidden-eval comparison), ``_tools`` (tool interface comparison),
-``_rubric`` (gold vs wrong policies), ``_prime_map`` (the minimal prime-rl config mapping).
+Modules: ``_validator`` (the checks, in order), ``_warm`` and ``zygote`` (the warm path: the zygote and its
+confined forks), ``_sandbox`` (the cold child, its directory, its bubblewrap command and channel; the
+confinement itself is :mod:`adapters.sandbox`), ``_limits`` (rlimits and stage timeouts), ``sandbox_driver``
+(the trusted code that runs inside the sandbox, on both paths), ``_static`` (source scan), ``_tasks``
+(task checks and the hidden-eval comparison), ``_tools`` (tool interface comparison), ``_rubric`` (gold vs
+wrong policies), ``_prime_map`` (the minimal prime-rl config mapping).
 """
 
 from __future__ import annotations

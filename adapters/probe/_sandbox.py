@@ -73,6 +73,7 @@ class Sandbox:
         python: Path | None = None,
         *,
         preimport: bool = True,
+        root: Path | None = None,
     ) -> None:
         self.workspace = workspace
         self.plan = plan
@@ -90,13 +91,18 @@ class Sandbox:
                 self.uid_note = f"child stays root (RLIMIT_NPROC not enforced): {blocked[0]} is private to root"
         self.uid: int | None = fresh_uid() if switch else None
         self.nproc = limits.nproc
-        self.root = Path(tempfile.mkdtemp(prefix="ait-probe-"))
+        self.root = root or Path(tempfile.mkdtemp(prefix="ait-probe-"))  # the warm path's is in its zygote's spool
         self._proc: asyncio.subprocess.Process | None = None
+        self._stdin: asyncio.StreamWriter | None = None  # the request channel (the warm path sets its own)
+        self._stdout: asyncio.StreamReader | None = None  # the reply channel
         self._stderr: deque[bytes] = deque()
         self._stderr_len = 0
         self._drain: asyncio.Task[None] | None = None
         self._dead: str | None = None
         self.ready: dict[str, Any] = {}
+        # CPU seconds the sandboxed driver reported (its own process; agent-controlled, so informational only:
+        # benchmarks read it, as bubblewrap does not pass its children's CPU time up to the engine).
+        self.cpu_s = 0.0
 
     @property
     def inside_ws(self) -> str:
@@ -138,11 +144,15 @@ class Sandbox:
             limit=64 << 20,
         )
         assert self._proc.stderr is not None
+        self._stdin, self._stdout = self._proc.stdin, self._proc.stdout
         self._drain = asyncio.create_task(self._drain_stderr(self._proc.stderr))
+        await self._write(self.init_request())
+
+    def init_request(self) -> dict[str, Any]:
+        """The driver's first line: rlimits and the uid to switch to before any agent code runs."""
         rlimits = {**self.limits.rlimits(), "RLIMIT_NPROC": self.nproc}
         init: dict[str, Any] = {"ws": self.inside_ws, "rlimits": rlimits, "uid": self.uid, "gid": self.uid}
-        init |= {"preimport": self.preimport, "hide": list(PROJECT_PACKAGES)}
-        await self._write(init)
+        return init | {"preimport": self.preimport, "hide": list(PROJECT_PACKAGES)}
 
     async def wait_ready(self) -> dict[str, Any]:
         self.ready = await self._read(self.limits.startup_s, "starting Python and importing verifiers")
@@ -159,18 +169,18 @@ class Sandbox:
         return b"".join(self._stderr).decode(errors="replace")[-chars:].strip()
 
     async def _write(self, msg: dict[str, Any]) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
+        assert self._stdin is not None
         try:
-            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
-            await self._proc.stdin.drain()
+            self._stdin.write((json.dumps(msg) + "\n").encode())
+            await self._stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the read that follows reports the death
 
     async def _read(self, limit_s: float, doing: str) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
+        assert self._stdout is not None
         started = time.monotonic()
         try:
-            line = await asyncio.wait_for(self._proc.stdout.readline(), limit_s)
+            line = await asyncio.wait_for(self._stdout.readline(), limit_s)
         except TimeoutError:
             await self.kill()
             self._dead = f"timed out after {limit_s:g} s while {doing}; the sandbox was killed"
@@ -190,6 +200,8 @@ class Sandbox:
             self._dead = f"broke the probe protocol while {doing}"
             raise ChildFailure(self._dead) from None
         log.debug("probe.child_reply", doing=doing, seconds=round(time.monotonic() - started, 3))
+        if isinstance(reply.get("cpu_s"), float):
+            self.cpu_s = reply["cpu_s"]
         return reply
 
     async def request(self, msg: dict[str, Any], limit_s: float, doing: str) -> dict[str, Any]:
@@ -236,11 +248,13 @@ class Sandbox:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
 
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
     async def close(self) -> None:
-        if self._proc is not None and self._proc.returncode is None and self._dead is None:
+        if self.running() and self._dead is None:
             await self._write({"op": "exit"})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), 5)
+            await self._exit_code()
         await self.kill()
         if self._drain is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):

@@ -10,15 +10,20 @@ Checks, in order (each a ``CheckResult`` whose detail tells the agent what to fi
 5. ``rubric``: the env's reward scores a correct answer clearly above a wrong one;
 6. ``prime_rl_config``: the prime-rl config the job maps to is complete and consistent.
 
-Checks 2-5 run agent code, only in the sandboxed child (one per submission, so verifiers is imported
-once per submission); 1, 6 and every comparison with hidden or reference data run here.
+Checks 2-5 run agent code, only in the sandboxed child (one per submission: a confined fork of the zygote,
+which imported verifiers once, or a cold sandbox that imports it itself); 1, 6 and every comparison with hidden
+or reference data run here. At most ``max_concurrent`` submissions are in their sandbox at once; the others
+wait before any of their timeouts start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import sys
 import time
+import weakref
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -38,6 +43,7 @@ from ._sandbox import Sandbox
 from ._static import scan_env
 from ._tasks import hidden_index, hidden_shingles, judge_tasks
 from ._tools import compare_tools
+from ._warm import WarmSandbox, ZygoteUnavailable, zygote_for
 
 __all__ = ["CHECK_NAMES", "VERIFIERS_VERSION", "ProbeValidator", "describe_isolation"]
 
@@ -56,8 +62,16 @@ def _redact(text: str) -> str:
     return text
 
 
+_PATHS = {
+    "warm": "warm path (a fork of the probe's zygote, which imported verifiers once: new mount+pid+net+ipc+uts "
+    "namespaces, its own tmpfs home, /tmp and /proc, only its workspace copy)",
+    "cold": "cold path (a bubblewrap sandbox and interpreter of its own)",
+}
+ProbePath = Literal["warm", "cold"]
+
+
 def describe_isolation(
-    plan: IsolationPlan, uid: int | None, limits: ProbeLimits, nproc: int, uid_note: str = ""
+    plan: IsolationPlan, uid: int | None, limits: ProbeLimits, nproc: int, uid_note: str = "", path: str = ""
 ) -> str:
     base = {
         "bwrap": "bwrap(net+pid+ipc+uts+mount namespaces; fs: read-only system/python/venv, read-only "
@@ -69,6 +83,9 @@ def describe_isolation(
     if uid_note:
         parts[-1] += f" ({uid_note})"
     parts += [f"rlimits({limits.summary(nproc)})", "scrubbed env", f"wall timeouts (total {limits.wall_s:g} s)"]
+    if path:
+        kind, _, why = path.partition(":")
+        parts.append(_PATHS[kind] + (f" [warm unavailable: {why.strip()}]" if why else ""))
     text = " + ".join(parts)
     if plan.note:
         text += f" [weaker because: {plan.note}]"
@@ -95,6 +112,8 @@ class ProbeValidator:
         rubric_tasks: int = 6,
         preimport: bool = True,
         unsafe_no_sandbox: bool = False,
+        path: ProbePath = "warm",
+        max_concurrent: int | None = None,
     ) -> None:
         self.limits = limits or ProbeLimits()
         self.isolation = isolation
@@ -107,6 +126,22 @@ class ProbeValidator:
         self.preimport = preimport
         # Without bubblewrap the probe refuses (``WeakIsolation``) unless the user opted in to weaker isolation.
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        # "warm": fork a confined child of this process's zygote (verifiers imported once), falling back to a
+        # cold sandbox where the zygote cannot be set up (the report's isolation line names the path that ran).
+        self.path = path
+        # Probes running at once; the rest wait before their timeouts start, so a burst of submissions cannot
+        # push a probe past its start-up timeout.
+        self.max_concurrent = max_concurrent or max(2, os.cpu_count() or 2)
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _gate(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrent)
+        return gate
 
     async def validate(self, workspace: Path, spec: TaskSpec, attempt: int) -> ProbeReport:
         started = time.monotonic()
@@ -138,7 +173,8 @@ class ProbeValidator:
         else:
             plan = detect_isolation(self.isolation)
             require_confinement(plan, unsafe=self.unsafe_no_sandbox, who="the validation probe")
-            isolation, sandbox_checks = await self._sandboxed(workspace, spec, job, plan)
+            async with self._gate():
+                isolation, sandbox_checks = await self._sandboxed(workspace, spec, job, plan)
             checks += sandbox_checks
         seconds = time.monotonic() - started
         ok = all(c.ok for c in checks)
@@ -176,15 +212,16 @@ class ProbeValidator:
         def left(stage_s: float) -> float:
             return max(0.1, min(stage_s, deadline - time.monotonic()))
 
-        box = Sandbox(workspace, plan, lim, self.python, preimport=self.preimport)
-        isolation = describe_isolation(plan, box.uid, lim, lim.nproc, box.uid_note)
+        boxes: list[Sandbox] = []
+        isolation = describe_isolation(plan, None, lim, lim.nproc)
         try:
-            async with box:
-                isolation = describe_isolation(plan, box.uid, lim, box.nproc, box.uid_note)
-                hidden_index(spec.family)  # built while the child imports verifiers
+            t = time.monotonic()
+            box, path, ready = await self._start(workspace, plan, boxes)
+            isolation = describe_isolation(plan, box.uid, lim, box.nproc, box.uid_note, path)
+            try:
+                hidden_index(spec.family)  # built while a cold child imports verifiers
                 hidden_shingles(spec.family)
-                t = time.monotonic()
-                ready = await box.wait_ready()
+                ready = ready or await box.wait_ready()
                 if not ready.get("ok"):
                     raise ChildFailure(str(ready.get("error")))
                 if ready.get("verifiers") != VERIFIERS_VERSION:
@@ -197,12 +234,15 @@ class ProbeValidator:
                     checks.append(await self._rubric(box, spec, left(lim.rubric_s), results))
                 else:
                     checks += [_check(n, False, "not run: the env package must import first") for n in CHECK_NAMES[3:6]]
+            finally:
+                await box.close()
         except ChildFailure as exc:
-            log.info("probe.child_failed", reason=str(exc), stderr=_redact(box.stderr_tail(500)))
+            tail = boxes[-1].stderr_tail(600) if boxes else ""
+            log.info("probe.child_failed", reason=str(exc), stderr=_redact(tail[-500:]))
             done = {c.name for c in checks}
             stage = next((n for n in CHECK_NAMES[2:6] if n not in done), None)
             if stage is not None:
-                detail = f"{exc}" + (f"; stderr: {box.stderr_tail(600)}" if box.stderr_tail() else "")
+                detail = f"{exc}" + (f"; stderr: {tail}" if tail else "")
                 checks.append(_check(stage, False, detail))
             checks += [
                 _check(n, False, f"not run: the {stage} stage failed")
@@ -212,6 +252,40 @@ class ProbeValidator:
         checks = _ordered(checks)
         checks.append(self._config_check(job, results))
         return isolation, checks
+
+    async def _start(
+        self, workspace: Path, plan: IsolationPlan, boxes: list[Sandbox]
+    ) -> tuple[Sandbox, str, dict[str, Any] | None]:
+        """A started child, warm where the zygote works, else cold; the path it took; the warm child's ready."""
+        python = self.python or Path(sys.executable)
+        why = ""
+        if self.path == "warm":
+            try:
+                zygote = zygote_for(plan, python)
+                await zygote.ensure(self.limits.startup_s)
+                warm = WarmSandbox(workspace, plan, self.limits, python, zygote)
+                boxes.append(warm)
+                try:
+                    await warm.start()
+                    ready = await warm.wait_ready()
+                except BaseException:
+                    await warm.close()
+                    raise
+                if ready.get("ok") or "warm sandbox setup failed" not in str(ready.get("error")):
+                    return warm, "warm", ready
+                await warm.close()
+                why = str(ready.get("error"))
+            except ZygoteUnavailable as exc:
+                why = str(exc)
+            log.warning("probe.warm_unavailable", reason=why)
+        cold = Sandbox(workspace, plan, self.limits, self.python, preimport=self.preimport)
+        boxes.append(cold)
+        try:
+            await cold.start()
+        except BaseException:
+            await cold.close()
+            raise
+        return cold, "cold" + (f": {why}" if why else ""), None
 
     async def _import(
         self, box: Sandbox, job: JobConfig, limit_s: float, startup: float, results: dict[str, Any]

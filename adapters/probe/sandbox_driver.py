@@ -418,6 +418,7 @@ def main() -> None:
             "python": sys.version.split()[0],
             "uid": os.getuid(),
             "seconds": time.monotonic() - started,
+            "cpu_s": time.process_time(),  # informational (benchmarks): this process's CPU so far
         }
     )
     loop = asyncio.new_event_loop()
@@ -431,6 +432,7 @@ def main() -> None:
         except BaseException as exc:  # agent code may raise anything, SystemExit included
             reply = {"ok": False, "error": _describe(exc)}
         reply["seconds"] = time.monotonic() - started
+        reply["cpu_s"] = time.process_time()
         _send(reply)
     os._exit(0)  # skip interpreter teardown: agent objects' __del__ and atexit hooks do not run
 

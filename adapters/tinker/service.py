@@ -15,11 +15,15 @@ import tinker
 
 from .port import SamplingClientLike, TrainingClientLike
 
-__all__ = ["TinkerService"]
+__all__ = ["TinkerService", "real_service_client"]
 
 
-def _real_client(base_url: str | None) -> Any:
+def real_service_client(base_url: str | None = None) -> Any:
+    """A real ``tinker.ServiceClient`` (lazy: no network call until its first request). Never called in tests."""
     return tinker.ServiceClient(base_url=base_url)
+
+
+_real_client = real_service_client
 
 
 class TinkerService:

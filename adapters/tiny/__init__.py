@@ -48,15 +48,57 @@ API summary (names are stable; everything is importable from ``adapters.tiny``):
 
 from __future__ import annotations
 
-from .chat import ParsedReply, ParsedToolCall, parse_reply, render_prompt, render_text
-from .episodes import Episode, TurnSample, request_seed, run_episodes
-from .generate import Sample, SamplingParams, completion_logprobs, generate
-from .model import MODEL_SPECS, Checkpoint, ModelSpec, load_checkpoint, resolve_model_name, save_checkpoint
-from .policy import RequestSample, TinyPolicy
-from .scorer import ScoreReport, eval_max_turns, score_hidden, score_tasks
-from .server import TinyServer
-from .sft import encode_conversation, sft_loss
-from .tokenizer import decode_reply, stop_token_ids
+from typing import TYPE_CHECKING
+
+from adapters.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from .chat import ParsedReply, ParsedToolCall, parse_reply, render_prompt, render_text
+    from .episodes import Episode, TurnSample, request_seed, run_episodes
+    from .generate import Sample, SamplingParams, completion_logprobs, generate
+    from .model import MODEL_SPECS, Checkpoint, ModelSpec, load_checkpoint, resolve_model_name, save_checkpoint
+    from .policy import RequestSample, TinyPolicy
+    from .scorer import ScoreReport, eval_max_turns, score_hidden, score_tasks
+    from .server import TinyServer
+    from .sft import encode_conversation, sft_loss
+    from .tokenizer import decode_reply, stop_token_ids
+
+# Lazy: importing one piece (the chat format, the tokenizer) must not load torch and transformers.
+_WHERE = {
+    "ParsedReply": "chat",
+    "ParsedToolCall": "chat",
+    "parse_reply": "chat",
+    "render_prompt": "chat",
+    "render_text": "chat",
+    "Episode": "episodes",
+    "TurnSample": "episodes",
+    "request_seed": "episodes",
+    "run_episodes": "episodes",
+    "Sample": "generate",
+    "SamplingParams": "generate",
+    "completion_logprobs": "generate",
+    "generate": "generate",
+    "MODEL_SPECS": "model",
+    "Checkpoint": "model",
+    "ModelSpec": "model",
+    "load_checkpoint": "model",
+    "resolve_model_name": "model",
+    "save_checkpoint": "model",
+    "RequestSample": "policy",
+    "TinyPolicy": "policy",
+    "ScoreReport": "scorer",
+    "eval_max_turns": "scorer",
+    "score_hidden": "scorer",
+    "score_tasks": "scorer",
+    "TinyServer": "server",
+    "encode_conversation": "sft",
+    "sft_loss": "sft",
+    "decode_reply": "tokenizer",
+    "stop_token_ids": "tokenizer",
+}
+
+__getattr__ = lazy_exports(__name__, _WHERE)
+
 
 __all__ = [
     "MODEL_SPECS",

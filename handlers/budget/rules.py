@@ -592,10 +592,9 @@ class Hold:
         if self._closed or self.reservation is None:
             return
         self._closed = True
-        if self.reservation_id not in self._gate._state().open:
-            # Closed already: a settle whose event was recorded (emit applies it before it first suspends) and
-            # then interrupted at that suspension (a run ending mid-episode cancels it there). Charging again
-            # would raise UnknownReservation from here.
+        if self.reservation_id not in self._gate.state.open:
+            # Closed already: a settle whose event was applied, then cancelled while it awaited durability
+            # (the emit applies before it first suspends). Closing it again would raise UnknownReservation.
             return
         name = exc_type.__name__ if exc_type else ""
         # Shielded: a cancelled task still closes its reservation (and waits for that to be durable).

@@ -11,11 +11,14 @@ Each pass (on every new event, and every ``tick_s``) it
    refused chunk drains the pod: no new job, terminated when idle);
 4. assigns waiting jobs to available pods (``[fleet] order``: the longest job first by default, onto the
    fitting pod idle longest);
-5. terminates pods idle past the TTL (and, with ``upgrade_pods``, a pod beyond ``max_pods`` on the priciest
-   rung as soon as it comes free, before any assignment) (or every pod once the queue is drained, with ``once``);
+5. terminates pods idle past the TTL (with ``idle_policy = "batch"``, at once a free pod that no waiting job
+   fits, off the warm rungs: :mod:`handlers.fleet.batch_policy`) (and, with ``upgrade_pods``, a pod beyond
+   ``max_pods`` on the priciest rung as soon as it comes free, before any assignment) (or every pod once the
+   queue is drained, with ``once``);
 6. launches pods while work waits, up to ``max_pods``, walking the waiting job's GPU ladder (its model's own,
    or the default) past rungs out of stock (with ``upgrade_pods``, also a pod on a cheaper rung than the
-   priciest live one while work waits),
+   priciest live one while work waits; with ``fallback_wait_s``, a launch below the top rung waits while a
+   pod on a better rung will take the work),
    reserving each pod's first chunk of GPU time before its ``pod.requested`` (a refusal is the
    ``cost.refused`` event and no pod);
 7. checks the health of available pods.
@@ -40,6 +43,7 @@ from engine.clock import Clock
 from events import PodCreated, PodLost, PodRequested, PodTerminating, Recorded
 from handlers.budget.prices import PriceTable
 from handlers.budget.rules import BudgetRefused, charge_unreserved
+from handlers.fleet.batch_policy import fallback_waits, idle_reaps
 from handlers.fleet.context import DispatchContext, Ports
 from handlers.fleet.job_effects import end_attempt_lost, run_attempt
 from handlers.fleet.pod_effects import check_health, provision, terminate
@@ -50,7 +54,6 @@ from handlers.fleet.policy import (
     launch_target,
     owed_usd,
     parse_rung,
-    reap_reason,
     surplus_pod,
     upgrade_launch,
 )
@@ -199,10 +202,8 @@ class Dispatcher:
             pass
         # 5. reaping
         drained = self.once and not _count(ctx.queue(), WAITING | ACTIVE)
-        for pod in pods_in(ctx.fleet(), AVAILABLE):
-            reason = reap_reason(pod, self.config, ctx.now(), drained=drained)
-            if reason is not None:
-                await self._request_termination(pod.pod_id, reason, AVAILABLE)
+        for pod, reason in idle_reaps(ctx.queue(), ctx.fleet(), self.config, ctx.now(), drained=drained):
+            await self._request_termination(pod.pod_id, reason, AVAILABLE)
         # 6. launches
         while await self._launch_one():
             pass
@@ -253,6 +254,8 @@ class Dispatcher:
                 choice = choose_rung(fleet, self.config, now, target.base_model)
                 if choice is None:
                     return False  # every rung is out of stock: wait for a cooldown to pass
+                if fallback_waits(choice[0], target, ctx.queue(), fleet, self.config, now):
+                    return False  # a pod on a cheaper rung will take the work soon
         if choice is None:
             choice = upgrade_launch(ctx.queue(), fleet, self.config, now)
         if choice is None:
@@ -294,11 +297,12 @@ class Dispatcher:
         ctx = self.ctx
         gate = ctx.ports.gate
         open_ = ctx.budget().open
-        for pod in sorted(ctx.fleet().pods.values(), key=lambda p: p.pod_id):
-            if pod.pod_id in self._paid_up:
-                if pod.status == "gone":
-                    continue
-                self._paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
+        # Gone and settled pods are skipped before sorting: a long run with many stock-outs has thousands.
+        paid_up = self._paid_up
+        open_pods = (p for p in ctx.fleet().pods.values() if p.status != "gone" or p.pod_id not in paid_up)
+        for pod in sorted(open_pods, key=lambda p: p.pod_id):
+            if pod.pod_id in paid_up:
+                paid_up.discard(pod.pod_id)  # reopened (its name turned up at the provider again)
             rate = self._price(pod.gpu_type, pod.usd_per_hour, pod.gpu_count)
             if pod.status == "gone":
                 owed, seconds = owed_usd(pod, rate, pod.ended_ts)

@@ -3,6 +3,11 @@
 Each is an effect task for one request already durable in the log (``pod.requested`` / ``pod.terminating``),
 so a resumed run starts the same task for every request left without an outcome. Launching is idempotent by
 the pod's name (``ait-<run>-<pod>``): a retried create returns the pod that a crashed process had created.
+
+A pod is ready once its agent answers *and* its self-check has passed; the check's result is recorded
+(``pod.self_checked``) when the agent ran one. A failed check fails the launch (kind ``self_check``, naming
+what failed); unless only the GPU check failed (a bad host), every pod would fail it the same way (the image
+or the installs are wrong), so no further pod is launched.
 """
 
 from __future__ import annotations
@@ -13,11 +18,11 @@ import anyio
 import msgspec
 import structlog
 
-from events import PodCreated, PodLost, PodProvisionFailed, PodReady, PodTerminated
+from events import PodCheck, PodCreated, PodLost, PodProvisionFailed, PodReady, PodSelfChecked, PodTerminated
 from handlers.fleet.context import DispatchContext
 from handlers.fleet.policy import FATAL_PROVISION_KINDS
 from handlers.fleet.projection import BOOTING, LIVE, PodEntry
-from handlers.ports.pod_agent import AgentError
+from handlers.ports.pod_agent import AgentError, SelfCheck
 from handlers.ports.provider import PodInfo, PodState, ProviderUnavailable, ProvisionError
 
 __all__ = ["check_health", "lose_pod", "pod_dead", "provision", "terminate"]
@@ -96,6 +101,31 @@ def _ready(ctx: DispatchContext, pod: PodEntry, info: PodInfo) -> PodReady | Non
     )
 
 
+def _self_checked(ctx: DispatchContext, pod: PodEntry, check: SelfCheck) -> PodSelfChecked | None:
+    now = ctx.fleet().pods.get(pod.pod_id)
+    if now is None or now.status not in BOOTING or now.self_check:
+        return None
+    return PodSelfChecked(
+        pod_id=pod.pod_id,
+        ok=check.state == "passed",
+        checks=[PodCheck(name=i.name, ok=i.ok, detail=i.detail[:300]) for i in check.items],
+        duration_s=check.duration_s,
+    )
+
+
+async def _checked(ctx: DispatchContext, pod: PodEntry, check: SelfCheck, provider_id: str) -> bool:
+    """Record a finished self-check; False (and the launch failed) when it did not pass."""
+    if check.items:
+        await ctx.emit_if(functools.partial(_self_checked, ctx, pod, check))
+    if check.state == "passed":
+        return True
+    failed = {i.name for i in check.failed()}
+    await _failed(ctx, pod, "self_check", f"self-check failed: {check.summary()}", provider_id)
+    if failed - {"gpu"} and not ctx.blocked:
+        ctx.blocked = f"self_check: {check.summary()} (every pod of this image would fail it the same way)"
+    return False
+
+
 async def provision(ctx: DispatchContext, pod_id: str) -> None:
     """Drive a requested pod to ``pod.ready`` or ``pod.provision_failed``."""
     pod = ctx.fleet().pods[pod_id]
@@ -128,14 +158,19 @@ async def provision(ctx: DispatchContext, pod_id: str) -> None:
             return
         if info.url and info.state is PodState.RUNNING:
             try:
-                await ctx.ports.agent.health(info.url, token)
+                check = (await ctx.ports.agent.health(info.url, token)).self_check
             except AgentError as exc:
                 log.debug("pod.not_ready", pod_id=pod_id, error=str(exc))
             else:
-                await ctx.emit_if(functools.partial(_ready, ctx, pod, info))
-                ctx.last_ok[pod_id] = ctx.now()
-                log.info("pod.ready", pod_id=pod_id, url=info.url)
-                return
+                if check.state == "pending":  # the agent answers; its self-check still runs
+                    log.debug("pod.self_check_pending", pod_id=pod_id)
+                elif not await _checked(ctx, pod, check, provider_id):
+                    return
+                else:
+                    await ctx.emit_if(functools.partial(_ready, ctx, pod, info))
+                    ctx.last_ok[pod_id] = ctx.now()
+                    log.info("pod.ready", pod_id=pod_id, url=info.url)
+                    return
         if ctx.now() > deadline:
             what = f"its agent was not healthy within {ctx.config.ready_timeout_s:g} s"
             await _failed(ctx, pod, "bootstrap", what, provider_id)

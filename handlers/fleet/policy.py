@@ -19,6 +19,7 @@ from handlers.fleet.queue import ACTIVE, WAITING, JobEntry, QueueState, waiting_
 
 __all__ = [
     "FATAL_PROVISION_KINDS",
+    "IDLE_POLICIES",
     "JOB_ORDERS",
     "SEED_LADDER",
     "FleetConfig",
@@ -26,6 +27,7 @@ __all__ = [
     "attempt_lost",
     "choose_rung",
     "fits",
+    "gpu_seconds_usd",
     "job_order",
     "launch_target",
     "owed_usd",
@@ -46,6 +48,9 @@ FATAL_PROVISION_KINDS = frozenset({"auth", "quota", "invalid"})
 #: drain's makespan near its lower bound: long jobs start early and the queue ends on short ones
 #: (benchmarks/fleet_sim.py measures both on this dispatcher). Oldest first is plain queue order.
 JOB_ORDERS = ("longest_first", "oldest_first")
+#: What happens to a pod with no job: wait ``idle_ttl_s`` ("ttl"), or the batch-aware policy
+#: (:mod:`handlers.fleet.batch_policy`).
+IDLE_POLICIES = ("ttl", "batch")
 _COUNT_PREFIX = re.compile(r"^([1-9][0-9]?)x (.+)$")
 
 
@@ -75,6 +80,13 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
     # pod is retired when it next comes free. 0: never exceed max_pods.
     upgrade_pods: int = 0
     idle_ttl_s: float = 600.0  # an idle pod older than this is terminated
+    # "batch": a free pod no waiting job fits is terminated at once unless it is on one of the top
+    # ``warm_rungs`` rungs of a ladder (those keep ``idle_ttl_s``); see handlers/fleet/batch_policy.py.
+    idle_policy: str = "ttl"
+    warm_rungs: int = 1
+    # A launch below the top rung of the job's ladder waits this long (from the oldest waiting job's
+    # arrival) while a live pod on a better rung of that ladder will take the work. 0: never waits.
+    fallback_wait_s: float = 0.0
     max_attempts: int = 3  # attempts per job when pods die under it; then the job fails (pod_lost)
     stockout_cooldown_s: float = 300.0  # a rung that was out of stock is skipped this long
     error_backoff_s: float = 30.0  # after any other provision failure, wait this long before the next launch
@@ -97,6 +109,10 @@ class FleetConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"fleet.{where} lists a GPU type twice: {list(ladder)}")
         if self.order not in JOB_ORDERS:
             raise ValueError(f"fleet.order must be one of {list(JOB_ORDERS)}, got {self.order!r}")
+        if self.idle_policy not in IDLE_POLICIES:
+            raise ValueError(f"fleet.idle_policy must be one of {list(IDLE_POLICIES)}, got {self.idle_policy!r}")
+        if self.warm_rungs < 0:
+            raise ValueError(f"fleet.warm_rungs must be >= 0, got {self.warm_rungs}")
         if self.upgrade_pods < 0:
             raise ValueError(f"fleet.upgrade_pods must be >= 0, got {self.upgrade_pods}")
         if self.max_attempts < 1:
@@ -301,3 +317,14 @@ def owed_usd(pod: PodEntry, usd_per_hour: float, until: float) -> tuple[float, f
         return 0.0, 0.0
     seconds = max(0.0, until - pod.created_ts)
     return max(0.0, usd_per_hour * seconds / 3600.0 - pod.charged_usd), seconds
+
+
+def gpu_seconds_usd(pod: PodEntry, wall_s: float) -> tuple[float, float]:
+    """(GPU-seconds, USD) of ``wall_s`` seconds on ``pod``: a job's cost priced per GPU-second.
+
+    A 2-GPU pod's job holds both GPUs (vLLM on one, the trainer on the other), so it uses twice the
+    GPU-seconds of its wall time, each at the pod's rate per GPU (the pod's hourly price / its GPUs).
+    """
+    gpus = max(1, pod.gpu_count)
+    gpu_s = max(0.0, wall_s) * gpus
+    return gpu_s, gpu_s * (pod.usd_per_hour / gpus) / 3600.0

@@ -27,6 +27,7 @@ from events import (
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     PodTerminated,
     PodTerminating,
 )
@@ -86,6 +87,7 @@ class PodEntry(msgspec.Struct, kw_only=True):
     draining: bool = False  # the budget refused its next chunk: no new work, terminate when idle
     jobs_done: int = 0
     adopted: bool = False
+    self_check: str = ""  # "" (none reported) | passed | failed: <what failed>
 
 
 class FleetState(msgspec.Struct, kw_only=True):
@@ -198,6 +200,13 @@ class FleetProjection(Projection[FleetState]):
         pod.created_ts = pod.created_ts or pod.requested_ts
         pod.ready_ts = pod.idle_since = ts
         self._set(state, pod, "ready")
+        return state
+
+    @handles(PodSelfChecked)
+    def _self_checked(self, state: FleetState, e: PodSelfChecked) -> FleetState:
+        pod = self._pod(state, e.pod_id, BOOTING)
+        if pod is not None:
+            pod.self_check = "passed" if e.ok else f"failed: {', '.join(e.failed()) or 'unknown'}"
         return state
 
     @handles(PodProvisionFailed)

@@ -148,9 +148,9 @@ class QueueProjection(Projection[QueueState]):
         if job is None or job.status not in ACTIVE:
             state.anomalies += 1
             return state
-        job.step = e.step
-        if e.cursor > job.cursor:  # not max(): the commonest event of a long run
-            job.cursor = e.cursor
+        if e.phase != "pre_score" or job.step == 0:  # a pre-score ending mid-training (CPU trainer) is no step
+            job.step = e.step
+        job.cursor = max(job.cursor, e.cursor)
         return state
 
     def _close(self, job: JobEntry) -> None:

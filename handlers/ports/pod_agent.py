@@ -30,10 +30,13 @@ __all__ = [
     "AgentJobStatus",
     "AgentJobUnknown",
     "AgentNotFinished",
+    "AgentNotReady",
     "AgentResult",
     "AgentUnreachable",
     "JobSubmission",
     "PodAgent",
+    "SelfCheck",
+    "SelfCheckItem",
 ]
 
 JOB_STATES = ("queued", "running", "succeeded", "failed")
@@ -97,6 +100,34 @@ class AgentResult(msgspec.Struct, frozen=True, kw_only=True):
     log: str = ""  # the job's log on the agent (capped)
 
 
+class SelfCheckItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One check of the pod's self-check: what was checked, whether it held, and what was found."""
+
+    name: str  # "gpu" | "prime_rl" | "vllm" | "scoring" | "ait" | "bootstrap" | ...
+    ok: bool
+    detail: str = ""  # what was found (a version, a GPU name) or why it failed, one line
+
+
+class SelfCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """The pod agent's check of its own machine (GPU, trainer stack at the pinned revisions) before any job.
+
+    ``pending`` while it runs, then ``passed`` or ``failed``; the agent refuses jobs unless ``passed``. A
+    trainer that needs no GPU stack (the CPU trainer, the stand-in) passes at once with no items.
+    """
+
+    state: str = "passed"  # pending | passed | failed
+    items: list[SelfCheckItem] = []
+    duration_s: float = 0.0
+
+    def failed(self) -> list[SelfCheckItem]:
+        return [i for i in self.items if not i.ok]
+
+    def summary(self) -> str:
+        """One line: the failed items with their details, else every item's finding."""
+        shown = self.failed() or self.items
+        return "; ".join(f"{i.name}: {i.detail}" if i.detail else i.name for i in shown)
+
+
 class AgentHealth(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     trainer: str
@@ -104,6 +135,7 @@ class AgentHealth(msgspec.Struct, frozen=True, kw_only=True):
     busy: str = ""  # the job id it runs, "" when free
     jobs: int = 0
     uptime_s: float = 0.0
+    self_check: SelfCheck = SelfCheck()  # an agent that predates the self-check reports none: passed
 
 
 class AgentError(Exception):
@@ -132,6 +164,10 @@ class AgentNotFinished(AgentError):
 
 class AgentBusy(AgentError):
     """The agent is running another job (409): one job per pod at a time."""
+
+
+class AgentNotReady(AgentError):
+    """The agent's self-check is pending or failed (409 ``not_ready``): it takes no job until it passes."""
 
 
 class AgentEvalRefused(AgentError):

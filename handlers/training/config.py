@@ -1,11 +1,13 @@
 """The outer loop's run config (``[outer]`` in a run TOML): validated on load, errors name the key.
 
 Seed setup: Qwen3.6-35B-A3B, LoRA rank 8, lr 4e-5, importance-sampling GRPO, group size 8, 5 tasks per
-batch (40 episodes), at most 2 steps off-policy.
+batch (40 episodes), at most 2 steps off-policy; a group at its last fresh step may train with 6 of its 8
+episodes (``min_group_fraction``).
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,12 +44,20 @@ class OuterConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     families: list[str] = msgspec.field(default_factory=lambda: list(TRAINING_FAMILIES))
     seed: int = 0
     save_every: Annotated[int, msgspec.Meta(ge=0)] = 1  # state checkpoint every N steps (0: only sampler)
+    # A group still running at its last fresh step trains without its stragglers if at least this share of its
+    # episodes has finished (never fewer than 2: a group of 1 has no baseline); 1.0: groups train whole only.
+    min_group_fraction: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] = 0.75
     max_steps: _Pos = 100
 
     @property
     def batch_size(self) -> int:
         """Episodes per learner step."""
         return self.tasks_per_batch * self.group_size
+
+    @property
+    def min_group_episodes(self) -> int:
+        """The fewest finished episodes a group may train with when closed short (``group_size``: never)."""
+        return min(self.group_size, max(2, math.ceil(self.min_group_fraction * self.group_size - 1e-9)))
 
     def __post_init__(self) -> None:
         if self.loss_fn not in LOSSES:

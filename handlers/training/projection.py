@@ -1,8 +1,8 @@
 """The outer-training projection: everything the outer loop needs to carry on from the log alone.
 
-A pure fold of the learning events (``batch.started``, ``group.started``, ``episode.stale_discarded``,
-``batch.collected``, ``lora.step_applied``, ``sampler.published``) and of the episode events of the loop's
-groups (started, turns, finished, rewarded). From it a resumed run takes
+A pure fold of the learning events (``batch.started``, ``group.started``, ``group.closed_short``,
+``episode.stale_discarded``, ``batch.collected``, ``lora.step_applied``, ``sampler.published``) and of the
+episode events of the loop's groups (started, turns, finished, rewarded). From it a resumed run takes
 
 - the task queue: tasks drawn by ``batch.started`` and not yet started as a group, with re-queued (stale)
   tasks in front, in the order the live loop keeps them;
@@ -10,7 +10,8 @@ groups (started, turns, finished, rewarded). From it a resumed run takes
 - the learner's position: the next step, the newest published sampler (version and path) and the last
   ``state_path`` to restore weights + optimizer state from;
 - the open groups (neither trained nor discarded) with their episodes' progress, to re-launch with the same
-  ids and the sampler version they started with.
+  ids and the sampler version they started with; a group closed short (``group.closed_short``) re-launches
+  only the episodes it kept.
 
 Episodes outside the loop's groups (``ait episode``, a holdout arm) are not tracked here.
 """
@@ -27,6 +28,7 @@ from events import (
     EpisodeFinished,
     EpisodeStaleDiscarded,
     EpisodeStarted,
+    GroupClosedShort,
     GroupStarted,
     LoRAStepApplied,
     RewardComputed,
@@ -61,6 +63,15 @@ class GroupState(msgspec.Struct, kw_only=True):
     sampler_path: str = ""
     status: str = "running"  # running | trained | discarded
     step: int = -1  # the learner step it trained at, or was found too stale at
+    dropped: list[str] = []  # closed short: the stragglers left out (episode_ids minus these is the group)
+
+    @property
+    def members(self) -> list[str]:
+        """The episodes the group trains with: all of them, or the ones kept when it was closed short."""
+        if not self.dropped:
+            return self.episode_ids
+        gone = set(self.dropped)
+        return [e for e in self.episode_ids if e not in gone]
 
 
 class EpisodeProgress(msgspec.Struct, kw_only=True):
@@ -95,7 +106,8 @@ class TrainingState(msgspec.Struct, kw_only=True):
     sampler_path: str = ""
     resume_state_path: str = ""  # the last lora.step_applied state_path (weights + optimizer state)
     requeued: list[str] = []  # task ids re-queued after a stale discard, in order
-    discarded_episodes: int = 0
+    discarded_episodes: int = 0  # stale groups' episodes and the stragglers of groups closed short
+    short_groups: int = 0  # groups closed short (trained without their stragglers)
     capped_episodes: int = 0  # left out of the steps applied: ended by the run or global budget cap
 
 
@@ -171,10 +183,20 @@ class TrainingProjection(Projection[TrainingState]):
             return s
         # One event per episode; the group's task goes back to the front once, as the live loop does.
         group.status, group.step = "discarded", e.step
-        s.discarded_episodes += len(group.episode_ids)
+        s.discarded_episodes += len(group.members)
         if e.requeued:
             s.queue.insert(0, group.task_id)
             s.requeued.append(group.task_id)
+        return s
+
+    @handles(GroupClosedShort)
+    def _short(self, s: TrainingState, e: GroupClosedShort) -> TrainingState:
+        group = s.groups.get(e.group_id)
+        if group is None or group.status != "running" or group.dropped:
+            return s
+        group.dropped = [i for i in e.dropped_episode_ids if i in group.episode_ids]
+        s.discarded_episodes += len(group.dropped)
+        s.short_groups += 1
         return s
 
     @handles(BatchCollected)

@@ -1,8 +1,10 @@
 """Staleness accounting: a group sampled with version ``v`` may train at step ``s`` only if
 ``s - v <= max_steps_off_policy``; otherwise its episodes are discarded and its task re-queued.
 
-Whole groups, not single episodes: the advantage baseline is the group mean, and a group with members
-dropped would be a different (smaller, biased-to-fast-episodes) estimator.
+Whole groups, not single episodes: the advantage baseline is the group mean. The one exception is a group
+closed short at its last fresh step (handlers/training/loop.py): it trains with the episodes that finished, at
+least ``[outer] min_group_fraction`` of them, and its baseline is their mean; that estimator leans towards the
+faster episodes, which is the price of not discarding the whole group for one straggler.
 """
 
 from __future__ import annotations

@@ -31,7 +31,15 @@ from handlers.training.loss import loss_fn_config
 from handlers.training.meter import TrainingMeter
 from handlers.training.staleness import split_by_staleness
 
-__all__ = ["BatchAllCapped", "StepResult", "build_batch_datums", "discard_stale", "learner_step", "without_capped"]
+__all__ = [
+    "BatchAllCapped",
+    "StepResult",
+    "build_batch_datums",
+    "discard_episode",
+    "discard_stale",
+    "learner_step",
+    "without_capped",
+]
 
 log = lazy_logger(__name__)
 
@@ -74,16 +82,23 @@ async def discard_stale(stale: Sequence[EpisodeGroup], *, step: int, config: Out
     """Emit ``episode.stale_discarded`` for every episode of the ``stale`` groups; their task ids to re-queue."""
     for group in stale:
         for ep in group.episodes:
-            await emit(
-                EpisodeStaleDiscarded(
-                    episode_id=ep.episode_id,
-                    sampler_version=ep.sampler_version,
-                    step=step,
-                    task_id=group.task_id,
-                    max_steps_off_policy=config.max_steps_off_policy,
-                )
-            )
+            await discard_episode(ep.episode_id, group.task_id, ep.sampler_version, step=step, config=config, emit=emit)
     return [g.task_id for g in stale]
+
+
+async def discard_episode(
+    episode_id: str, task_id: str, sampler_version: int, *, step: int, config: OuterConfig, emit: Emit
+) -> None:
+    """``episode.stale_discarded`` for one episode (finished or still running) too stale for ``step``."""
+    await emit(
+        EpisodeStaleDiscarded(
+            episode_id=episode_id,
+            sampler_version=sampler_version,
+            step=step,
+            task_id=task_id,
+            max_steps_off_policy=config.max_steps_off_policy,
+        )
+    )
 
 
 async def learner_step(

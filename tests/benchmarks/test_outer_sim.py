@@ -29,9 +29,20 @@ def test_sync_with_constant_jobs_is_exact() -> None:
 
 
 def test_async_trains_exact_batches_and_respects_staleness() -> None:
-    r = run_loop(mode="async", steps=30, seed=3, slots=64, max_off=2)
-    assert r.trained_episodes == 30 * 40
+    r = run_loop(mode="async", steps=30, seed=3, slots=64, max_off=2, min_fraction=1.0)
+    assert r.trained_episodes == 30 * 40 and r.short_groups == 0
     assert 0.0 <= r.staleness_mean <= 2.0
+
+
+def test_short_groups_train_with_at_least_their_minimum_and_discard_less() -> None:
+    whole = run_loop(mode="whole", steps=40, seed=3, slots=40, min_fraction=1.0)
+    short = run_loop(mode="short", steps=40, seed=3, slots=40, min_fraction=0.75)
+    assert short.short_groups > 0
+    # 5 groups a step, each whole (8) or closed short with at least 6 of 8
+    assert 40 * 5 * 6 <= short.trained_episodes < 40 * 40
+    assert 40 * 40 - short.trained_episodes <= 2 * short.short_groups  # at most 2 left out of a short group
+    assert short.discarded_share < whole.discarded_share / 2
+    assert short.staleness_mean <= 2.0
 
 
 def test_async_beats_sync_under_heavy_tails_and_pacing_discards_less() -> None:

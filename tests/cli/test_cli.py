@@ -100,3 +100,25 @@ def test_costs_summarises_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "episode" in out and "job" in out
     assert "0.75" in out and "1.50" in out
+
+
+def test_help_of_every_subcommand_imports_no_heavy_stack() -> None:
+    """`ait --help` and every subcommand's help start without torch, transformers, verifiers, matplotlib, tinker:
+    one fresh interpreter asks for them all, then reports which heavy modules it holds."""
+    import subprocess
+    import sys
+
+    from cli import build_parser
+
+    subcommands = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert {"episode", "train", "replay", "watch", "report"} <= set(subcommands)  # the probe reaches them
+    heavy = ("torch", "transformers", "verifiers", "matplotlib", "tinker", "peft")
+    probe = (
+        "import sys, contextlib, io, cli\n"
+        f"for argv in [['--help']] + [[name, '--help'] for name in {subcommands!r}]:\n"
+        "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        cli.main(argv)\n"
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "", f"help imported {done.stdout.strip()}"

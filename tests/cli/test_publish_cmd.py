@@ -3,12 +3,16 @@ API, never the real Hub) in one commit; user errors are one line, exit 2."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from cli import main
 from tests.fakes.hub import hub_stub
+from tests.fakes.tinker_export import FakeExportService
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "examples" / "configs" / "smoke.toml"
@@ -86,3 +90,81 @@ def test_a_refused_token_is_reported(smoke_run: Path, tmp_path: Path, monkeypatc
         assert main(["--runs-root", str(smoke_run), "publish", "s", "--repo", "ada/t", "--checkpoint", str(ckpt)]) == 1
         assert hub.routes  # the request reached the stub, which refused it
     assert "the Hub refused" in capsys.readouterr().err
+
+
+@pytest.fixture
+def signed_files() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A local HTTP server (127.0.0.1) standing in for the storage behind Tinker's signed URLs."""
+    files = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": b"\x00tinker-lora\x01"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            name = self.path.split("?", 1)[0].removeprefix("/")
+            body = files.get(name)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", files
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_tinker_checkpoint_is_exported_downloaded_and_published(
+    smoke_run: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    signed_files: tuple[str, dict[str, bytes]],
+) -> None:
+    url, files = signed_files
+    state = "tinker://run-9/weights/step-1"
+    fake = FakeExportService({n: f"{url}/{n}?sig=x" for n in files}, {state})
+    monkeypatch.setattr("adapters.tinker.service.real_service_client", lambda base_url=None: fake)
+    with hub_stub(TOKEN) as hub:
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+        code = main(["--runs-root", str(smoke_run), "publish", "s", "--repo", "ada/tk", "--checkpoint", state])
+        assert code == 0, capsys.readouterr().err
+        published = hub.repos["ada/tk"]["files"]
+    assert {k: v for k, v in published.items() if k != "README.md"} == files
+    assert state in published["README.md"].decode()
+    assert [c[0] for c in fake.calls] == [
+        "create_training_client_from_state",
+        "save_weights_external",
+        "get_external_weights_urls",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "key", "needle", "code"),
+    [
+        ("tinker://run-9/weights/step-1", "", "TINKER_API_KEY is not set", 2),
+        ("tinker://run-9/sampler_weights/step-1", "k", "sampler weights", 2),
+        ("tinker://run-9/weights/gone", "k", "on Tinker failed", 1),
+    ],
+)
+def test_tinker_checkpoint_errors_are_one_line(
+    smoke_run: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    checkpoint: str,
+    key: str,
+    needle: str,
+    code: int,
+) -> None:
+    fake = FakeExportService({}, {"tinker://run-9/weights/step-1"})
+    monkeypatch.setattr("adapters.tinker.service.real_service_client", lambda base_url=None: fake)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("TINKER_API_KEY", key) if key else monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    assert main(["--runs-root", str(smoke_run), "publish", "s", "--repo", "ada/x", "--checkpoint", checkpoint]) == code
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err

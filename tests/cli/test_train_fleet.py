@@ -142,7 +142,9 @@ def test_train_drives_runpod_itself_over_http(
     """``[fleet] provider = "runpod"``: the run's own dispatcher creates pods through the real Runpod adapter
     (served by the provider tests' HTTP fake), with the image and the pod-agent start command; a refusal of the
     credentials ends the run with one line, recorded in its (verifiable) log, and the key reaches no file."""
+    import base64
     import json
+    import shlex
 
     import httpx
 
@@ -178,9 +180,9 @@ def test_train_drives_runpod_itself_over_http(
     assert fake.count("GET") >= 1  # the run's pods listed (reconcile) through the adapter
     [create, *_] = [r for r in fake.requests if r.method == "POST"]
     body = json.loads(create.content)
-    assert (
-        body["image"] == "ghcr.io/x/ait:1" and "ait pod-agent" in body["args"] and "--trainer prime_rl" in body["args"]
-    )
+    assert body["image"] == "ghcr.io/x/ait:1" and body["args"].endswith("--trainer prime_rl'")
+    script = base64.b64decode(shlex.split(body["args"])[2].split()[1]).decode()  # the start script (pod start)
+    assert 'exec /opt/ait/ait-venv/bin/ait pod-agent "$@"' in script
     assert create.headers["authorization"] == f"Bearer {key}"
     bodies = [r.event for r in read_log(runs / "rp" / "events.jsonl").records]
     assert next(b for b in bodies if isinstance(b, RunWiring)).provider == "runpod"

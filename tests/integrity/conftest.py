@@ -5,7 +5,9 @@ run time so that only the sandbox can stop them). Before it runs, the same code 
 test process (``control``), which must reach every target: a route whose target does not exist or is not
 reachable without the sandbox fails there, so no sandboxed assertion can pass vacuously. The others: calling
 the hidden scorer inside the reward, training on lightly edited hidden items. Import-time routes skip the
-sandbox's verifiers pre-import (``preimport=False``) to keep the suite quick.
+sandbox's verifiers pre-import (``preimport=False``) to keep the suite quick. ``redteam_runs`` is parametrized over
+the probe's two paths, cold (a bubblewrap sandbox per submission) and warm (a confined fork of the zygote that
+imported verifiers once), so every route is shown stopped on both.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Attempt:
     workspace: Path
     seconds: float
     seen: Seen | None = None  # the hostile env's outcomes (set by the fixture)
+    path: str = "cold"  # the probe path asked for: "cold" or "warm"
 
     def check(self, name: str) -> Any:
         return next(c for c in self.report.checks if c.name == name)
@@ -96,7 +99,7 @@ def _scenarios(tmp: Path, host: Host, tag: str) -> list[Scenario]:
     ]
 
 
-async def _run_all(scenarios: list[Scenario]) -> dict[str, Attempt]:
+async def _run_all(scenarios: list[Scenario], path: str) -> dict[str, Attempt]:
     spec = load_spec(sc.SPEC)
     runs: dict[str, Attempt] = {}
     gate = asyncio.Semaphore(2)
@@ -104,8 +107,9 @@ async def _run_all(scenarios: list[Scenario]) -> dict[str, Attempt]:
     async def one(name: str, workspace: Path, limits: ProbeLimits, preimport: bool) -> None:
         async with gate:
             started = time.monotonic()
-            report = await ProbeValidator(limits=limits, preimport=preimport).validate(workspace, spec, 1)
-            runs[name] = Attempt(report, workspace, time.monotonic() - started)
+            validator = ProbeValidator(limits=limits, preimport=preimport, path=path)  # type: ignore[arg-type]
+            report = await validator.validate(workspace, spec, 1)
+            runs[name] = Attempt(report, workspace, time.monotonic() - started, path=path)
 
     await asyncio.gather(*(one(*s) for s in scenarios))
     return runs
@@ -142,20 +146,24 @@ def hostile(host: Host) -> Iterator[Hostile]:
     yield Hostile(host, control, new_tag("probe"))
 
 
-@pytest.fixture(scope="session")
-def redteam_runs(tmp_path_factory: pytest.TempPathFactory, hostile: Hostile) -> Iterator[dict[str, Attempt]]:
+@pytest.fixture(scope="session", params=["cold", "warm"])
+def redteam_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, hostile: Hostile
+) -> Iterator[dict[str, Attempt]]:
+    path = str(request.param)
+    tag = f"{hostile.probe_tag}-{path}"  # each path's run aims at targets of its own
     saved = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = FAKE_SECRET  # the engine holds an API key; the sandbox must never see it
     before = len(hostile.host.connections)
     try:
-        runs = asyncio.run(_run_all(_scenarios(tmp_path_factory.mktemp("redteam"), hostile.host, hostile.probe_tag)))
+        runs = asyncio.run(_run_all(_scenarios(tmp_path_factory.mktemp("redteam"), hostile.host, tag), path))
     finally:
         if saved is None:
             os.environ.pop("OPENAI_API_KEY", None)
         else:
             os.environ["OPENAI_API_KEY"] = saved
     time.sleep(2.0)  # a surviving daemon would have written by now
-    host, tag = hostile.host, hostile.probe_tag
+    host = hostile.host
     detail = runs["hostile"].check("env_import").detail
     got = probe_result(detail) if "PROBE-RESULT " in detail else {}
     runs["hostile"].seen = Seen(got, host.written(tag), len(host.connections) - before, host.targets(tag))

@@ -42,6 +42,7 @@ def test_the_hostile_env_runs_as_an_unprivileged_uid_under_bubblewrap(redteam_ru
     run = redteam_runs["hostile"]
     iso = run.report.isolation
     assert iso.startswith("bwrap(") and "UNSAFE" not in iso and "weaker" not in iso, iso
+    assert f"+ {run.path} path (" in iso and "unavailable" not in iso, iso  # the path asked for is the one that ran
     if os.geteuid() == 0:
         match = re.search(r"\buid (\d+)\b", iso)
         assert match and int(match.group(1)) != 0, iso

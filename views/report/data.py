@@ -26,6 +26,7 @@ import structlog
 from engine.blobs import BlobStore
 from events import RewardComputed
 from handlers.episode.projection import EpisodeState
+from handlers.fleet.policy import gpu_seconds_usd, rung_label
 from handlers.fleet.projection import FleetState
 from handlers.fleet.queue import QueueState
 from handlers.reward.projection import breakdown
@@ -211,7 +212,7 @@ def _choices(queue: QueueState, episodes: Mapping[str, EpisodeState], blobs: Blo
 
 
 def _job_gpu(accounts: Accounts, fleet: FleetState, now: float) -> dict[str, tuple[list[str], float, float]]:
-    """Job id -> (GPU types, seconds, USD) over its attempts."""
+    """Job id -> (GPUs, GPU-seconds, USD) over its attempts (a 2-GPU pod's attempt counts both GPUs)."""
     out: dict[str, tuple[list[str], float, float]] = {}
     for job_id, attempts in accounts.attempts.items():
         gpus: list[str] = []
@@ -219,11 +220,15 @@ def _job_gpu(accounts: Accounts, fleet: FleetState, now: float) -> dict[str, tup
         for a in attempts:
             pod = fleet.pods.get(a.pod_id)
             s = max(0.0, (a.ended_ts or now) - a.assigned_ts)
-            seconds += s
-            if pod is not None:
-                usd += s * pod.usd_per_hour / 3600.0
-                if pod.gpu_type not in gpus:
-                    gpus.append(pod.gpu_type)
+            if pod is None:
+                seconds += s
+                continue
+            gpu_s, cost = gpu_seconds_usd(pod, s)
+            seconds += gpu_s
+            usd += cost
+            label = rung_label(pod.gpu_type, pod.gpu_count)
+            if label not in gpus:
+                gpus.append(label)
         out[job_id] = (gpus, seconds, usd)
     return out
 

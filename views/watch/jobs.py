@@ -36,6 +36,10 @@ class JobPhasesProjection(Projection[dict[str, JobPhase]]):
     def _progressed(self, s: dict[str, JobPhase], e: JobProgressed) -> dict[str, JobPhase]:
         job = s.get(e.job_id)
         if job is not None:
+            if e.phase == "pre_score" and job.phase == "train":
+                # A trainer may score the base model while it trains (the CPU trainer does): the pre-score's
+                # result arriving mid-training neither moves the job back a phase nor replaces the step's reward.
+                return s
             job.phase = e.phase or job.phase
             job.step, job.total_steps = e.step, e.total_steps or job.total_steps
             job.reward = e.reward if e.reward is not None else job.reward

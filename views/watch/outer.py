@@ -2,7 +2,8 @@
 
 An episode belongs to the open batch (started, not yet collected) whose task list has a free slot for its task
 (``group_size`` episodes per task); ``batch.collected`` then states the membership exactly and overrides the
-guess. Episodes of no batch (a holdout arm) stay unassigned. ``episode.stale_discarded`` frees the slot.
+guess. Episodes of no batch (a holdout arm) stay unassigned. ``episode.stale_discarded`` frees the slot; the
+stragglers of a group closed short (``group.closed_short``) count as discarded too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from events import (
     BatchStarted,
     EpisodeStaleDiscarded,
     EpisodeStarted,
+    GroupClosedShort,
     LoRAStepApplied,
     RunStarted,
     SamplerPublished,
@@ -110,6 +112,11 @@ class OuterProjection(Projection[OuterState]):
             task = b.task_of.pop(e.episode_id, "")
             if b.slots.get(task, 0) > 0:  # the slot is free again for the task's re-run
                 b.slots[task] -= 1
+        return s
+
+    @handles(GroupClosedShort)
+    def _short(self, s: OuterState, e: GroupClosedShort) -> OuterState:
+        s.stale_discarded += len(e.dropped_episode_ids)  # never trained; batch.collected leaves them out
         return s
 
     @handles(BatchCollected)

@@ -8,6 +8,7 @@ prime-rl's own ``RLConfig`` / ``InferenceConfig`` (pydantic, extra=forbid) in a 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,15 +113,27 @@ def test_goldens_validate_against_prime_rl_configs(tmp_path: Path) -> None:
         module = case["env"]["id"].replace("-", "_").lower()
         (tmp_path / module).mkdir(exist_ok=True)
         (tmp_path / module / "__init__.py").write_text(STUB_ENV)
+    # Validate every golden, then derive each run's GPU split from the *validated* config the way prime-rl's
+    # launcher does at the pinned commit (src/prime_rl/entrypoints/rl.py: inference takes the first
+    # num_infer_gpus local GPUs when [inference] is set, the trainer the next num_train_gpus).
     script = textwrap.dedent(
         f"""
-        import sys, tomllib, warnings
+        import json, sys, tomllib, warnings
         from pathlib import Path
         from prime_rl.configs.rl import RLConfig
         from prime_rl.configs.inference import InferenceConfig
         warnings.simplefilter("ignore")
         for p in sorted(Path({str(GOLDEN)!r}).glob("*.rl.toml")):
-            RLConfig.model_validate(tomllib.loads(p.read_text()))
+            c = RLConfig.model_validate(tomllib.loads(p.read_text()))
+            d = c.deployment
+            n_infer = d.num_infer_gpus if c.inference is not None else 0
+            split = {{
+                "gpus_per_node": d.gpus_per_node,
+                "inference": list(range(n_infer)),
+                "trainer": list(range(n_infer, n_infer + d.num_train_gpus)),
+                "model": c.model.name,
+            }}
+            print("SPLIT", p.name.removesuffix(".rl.toml"), json.dumps(split))
         for p in sorted(Path({str(GOLDEN)!r}).glob("*.inference.toml")):
             InferenceConfig.model_validate(tomllib.loads(p.read_text()))
         print("validated")
@@ -130,3 +143,16 @@ def test_goldens_validate_against_prime_rl_configs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(tmp_path)])}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "validated" in proc.stdout, proc.stderr[-3000:]
+    splits = {
+        line.split(" ", 2)[1]: json.loads(line.split(" ", 2)[2])
+        for line in proc.stdout.splitlines()
+        if line.startswith("SPLIT ")
+    }
+    assert set(splits) == {c["name"] for c in CASES}
+    for case in CASES:
+        split = splits[case["name"]]
+        assert split["model"] == case["prime_rl"]["model"]
+        if case["gpus"] == 2:  # separate devices: vLLM on GPU 0, the trainer on GPU 1 of the pod
+            assert split == split | {"gpus_per_node": 2, "inference": [0], "trainer": [1]}, (case["name"], split)
+        else:  # rl starts no vLLM; the runner's own inference server shares GPU 0 with the trainer
+            assert split == split | {"gpus_per_node": 1, "inference": [], "trainer": [0]}, (case["name"], split)

@@ -1,4 +1,7 @@
-"""One session fixture runs every sandboxed scenario once (two at a time) and shares the reports.
+"""One session fixture runs every sandboxed scenario once per probe path (two at a time) and shares the reports.
+
+``probe_runs`` is parametrized over the cold path (a bubblewrap sandbox per submission) and the warm one (a
+confined fork of the zygote), so every test that reads it holds for both.
 
 Each validation pays a verifiers import (5-9 CPU-seconds) in its sandbox, so the good env, the targeted bad
 envs and the hostile envs are validated together here and the tests only assert on the reports. The
@@ -109,7 +112,7 @@ def _scenarios(tmp: Path, host: Host) -> list[Scenario]:
     ]
 
 
-async def _run_all(tmp: Path, spec: TaskSpec) -> dict[str, Run]:
+async def _run_all(tmp: Path, spec: TaskSpec, path: str) -> dict[str, Run]:
     host = Host(tmp / "host")
 
     async def service(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -131,9 +134,10 @@ async def _run_all(tmp: Path, spec: TaskSpec) -> dict[str, Run]:
                 isolation=s.isolation,  # type: ignore[arg-type]
                 preimport=s.preimport,
                 unsafe_no_sandbox=s.isolation != "auto",  # a forced weaker mode runs only by explicit opt-in
+                path=path,  # type: ignore[arg-type]
             )
             report = await validator.validate(s.workspace, spec, 1)
-            runs[s.name] = Run(report, s.workspace, time.monotonic() - started, {"host": host})
+            runs[s.name] = Run(report, s.workspace, time.monotonic() - started, {"host": host, "path": path})
 
     async with server:
         await asyncio.gather(*(one(s) for s in _scenarios(tmp, host)))
@@ -143,12 +147,12 @@ async def _run_all(tmp: Path, spec: TaskSpec) -> dict[str, Run]:
     return runs
 
 
-@pytest.fixture(scope="session")
-def probe_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+@pytest.fixture(scope="session", params=["cold", "warm"])
+def probe_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     saved = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = sc.FAKE_KEY  # the sandboxed env must never see it
     try:
-        runs = asyncio.run(_run_all(tmp_path_factory.mktemp("probe"), load_spec(sc.SPEC)))
+        runs = asyncio.run(_run_all(tmp_path_factory.mktemp("probe"), load_spec(sc.SPEC), request.param))
     finally:
         if saved is None:
             os.environ.pop("OPENAI_API_KEY", None)

@@ -33,9 +33,11 @@ def _sandbox_uid(run: Run) -> int:
 
 
 def test_bwrap_isolation_is_reported(probe_runs: dict[str, Run]) -> None:
-    iso = probe_runs["exfil"].report.isolation
+    run = probe_runs["exfil"]
+    iso = run.report.isolation
     assert iso.startswith("bwrap(")
     assert "net+pid" in iso and "rlimits(" in iso and "scrubbed env" in iso
+    assert f"+ {run.context['path']} path (" in iso and "unavailable" not in iso  # the path asked for ran
 
 
 def test_network_is_unreachable_from_the_sandbox(probe_runs: dict[str, Run]) -> None:
@@ -165,6 +167,8 @@ def _is_sandbox(pid: str) -> bool:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read()
     except OSError:
+        return False
+    if b"zygote.py" in cmd:  # the warm probe's zygote lives as long as the engine, by design
         return False
     return b"bwrap" in cmd or b"driver.py" in cmd or b"unshare" in cmd
 

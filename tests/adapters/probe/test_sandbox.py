@@ -11,7 +11,8 @@ import pytest
 
 from adapters.probe import ProbeLimits, describe_isolation
 from adapters.probe._sandbox import Sandbox, bwrap_command
-from adapters.sandbox import ChildFailure, IsolationPlan, copy_regular_files, detect_isolation
+from adapters.probe._warm import WarmSandbox, zygote_for
+from adapters.sandbox import ChildFailure, IsolationPlan, copy_regular_files, detect_isolation, processes_of
 
 
 def test_detection_prefers_the_strongest_and_says_why_when_weaker() -> None:
@@ -57,9 +58,16 @@ def test_bwrap_command_mounts_no_project_and_no_home(tmp_path: Path) -> None:
     assert "--clearenv" in cmd and cmd.count("--setenv") == 1
 
 
-async def test_a_killed_child_fails_every_later_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", ["cold", "warm"])
+async def test_a_killed_child_fails_every_later_request(tmp_path: Path, path: str) -> None:
     (tmp_path / "ws").mkdir()
-    box = Sandbox(tmp_path / "ws", detect_isolation(), ProbeLimits(startup_s=60), preimport=False)
+    plan, limits = detect_isolation(), ProbeLimits(startup_s=60)
+    if path == "cold":
+        box = Sandbox(tmp_path / "ws", plan, limits, preimport=False)
+    else:
+        zygote = zygote_for(plan, Path(sys.executable))
+        await zygote.ensure(limits.startup_s)
+        box = WarmSandbox(tmp_path / "ws", plan, limits, Path(sys.executable), zygote)
     async with box:
         ready = await box.wait_ready()
         assert ready["ok"] and ready["verifiers"] == "0.4.0"
@@ -69,5 +77,7 @@ async def test_a_killed_child_fails_every_later_request(tmp_path: Path) -> None:
             await box._read(0.5, "waiting")  # nothing was asked, so nothing comes: the timeout path
         with pytest.raises(ChildFailure, match="not run: timed out"):
             await box.request({"op": "import"}, 5, "importing")
-    assert box._proc is not None and box._proc.returncode is not None
+    assert not box.running()
     assert not box.root.exists()
+    if box.uid is not None:
+        assert processes_of(box.uid) == []  # nothing of the child's uid survived the kill

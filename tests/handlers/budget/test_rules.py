@@ -220,26 +220,31 @@ async def test_a_cancelled_hold_still_closes_its_reservation(tmp_path: Path) -> 
     assert isinstance(last, CostSettled) and last.estimated and "Cancelled" in last.note
 
 
-async def test_a_hold_cancelled_just_after_its_settlement_is_recorded_does_not_charge_again(tmp_path: Path) -> None:
-    # The settlement is in the log (and the state) once emit's synchronous part ran; a cancellation at emit's
-    # first checkpoint (a run ending while an episode settles) must not charge the closed reservation again.
+async def test_a_hold_cancelled_while_its_settle_awaits_durability_is_not_closed_twice(tmp_path: Path) -> None:
     async with open_runtime(tmp_path / "run") as rt:
         gate = BudgetGate.for_runtime(rt, PRICES)
-        emit = gate._emit
+        applied = anyio.Event()
 
-        async def emit_then_cancelled(body: EventBody) -> Recorded:
-            rec = await emit(body)
+        async def slow_durable(body: Any) -> None:
+            # The settle's event is applied at once (as emit does), then its fsync is slow and gets cancelled.
+            rt.emit_nowait(body)
             if isinstance(body, CostSettled):
-                scope.cancel()
-                await anyio.lowlevel.checkpoint()
-            return rec
+                applied.set()
+                await anyio.sleep(10)
 
-        gate._emit = emit_then_cancelled
-        with anyio.CancelScope() as scope:
-            async with gate.hold("episode", "ep", 0.25, episode_id="ep") as h:
-                await h.settle(0.125)
-        assert scope.cancelled_caught and gate.state.open == {}
-        assert gate.state.settled == to_micros(0.125) and gate.state.settlements == 1
+        gate._emit = slow_durable
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                async with gate.hold("episode", "ep", 0.5, episode_id="ep") as hold:
+                    await hold.settle(0.25)
+
+            tg.start_soon(run)
+            await applied.wait()
+            tg.cancel_scope.cancel()  # before this fix: __aexit__ settled again -> UnknownReservation
+        assert gate.state.open == {} and gate.state.settled == to_micros(0.25)
+    settles = [r.event for r in read_log(tmp_path / "run" / "events.jsonl").records if r.event.type == "cost.settled"]
+    assert [(e.usd, e.estimated) for e in settles] == [(0.25, False)]
 
 
 async def test_a_resumed_runtime_keeps_open_reservations_until_it_charges_the_orphans(tmp_path: Path) -> None:

@@ -59,9 +59,9 @@ def test_every_mutated_job_toml_is_refused_on_its_line_or_valid(data: st.DataObj
 def test_a_quoted_number_names_file_line_and_key(tmp_path: Path) -> None:
     path = tmp_path / "job.toml"
     text = BASES["calc_chain"]
-    assert "max_steps = 20" in text  # the mutation below must have something to change
-    path.write_text(text.replace("max_steps = 20", 'max_steps = "20"'))
-    line = 1 + text.splitlines().index("max_steps = 20")
+    steps = next(ln for ln in text.splitlines() if ln.startswith("max_steps = "))  # the mutation's target
+    path.write_text(text.replace(steps, f'max_steps = "{steps.removeprefix("max_steps = ")}"'))
+    line = 1 + text.splitlines().index(steps)
     with pytest.raises(JobConfigError) as info:
         load_job_config(path)
     assert str(info.value) == f"{path}:{line}: [prime_rl].max_steps: Expected `int`, got `str`"

@@ -247,6 +247,26 @@ async def test_idle_pods_are_reaped_after_the_ttl(tmp_path: Path) -> None:
     assert provider.live() == []
 
 
+async def test_the_batch_policy_terminates_a_free_fallback_pod_at_once(tmp_path: Path) -> None:
+    provider = FakeProvider()
+    # Rung "A" off the warm rungs (none are warm): with nothing left waiting it goes without its 60 s TTL.
+    config = msgspec.structs.replace(FAST, idle_policy="batch", warm_rungs=0)
+    world = World(tmp_path, provider, config=config)
+    async with world.runtime() as rt:
+        await queue_jobs(rt, world.blobs, 1)
+        with anyio.move_on_after(3.0):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(world.dispatcher(rt, once=False).run)
+                while not world.events(PodTerminated):
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+    assert [e.reason for e in world.events(PodTerminating)] == ["no_work"]
+    idle_from = next(r.ts for r in world.records() if isinstance(r.event, JobSucceeded))
+    reaped_at = next(r.ts for r in world.records() if isinstance(r.event, PodTerminating))
+    assert reaped_at - idle_from < 1.0  # well inside the TTL
+    assert provider.live() == []
+
+
 async def test_a_trainer_failure_fails_the_job_without_a_retry_and_keeps_the_pod(tmp_path: Path) -> None:
     provider = FakeProvider()
     world = World(tmp_path, provider, trainer=lambda: FakeInnerTrainer(failure="oom"))

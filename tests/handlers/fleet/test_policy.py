@@ -13,6 +13,7 @@ from handlers.fleet.policy import (
     attempt_lost,
     choose_rung,
     fits,
+    gpu_seconds_usd,
     job_order,
     launch_target,
     owed_usd,
@@ -212,3 +213,12 @@ def test_upgrades_launch_onto_the_top_rung_and_retire_the_priciest_pod_when_it_c
 def test_fleet_config_rejects_bad_new_keys_by_name(table: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         FleetConfig.from_mapping(table)
+
+
+def test_a_job_is_priced_per_gpu_second() -> None:
+    one = PodEntry(pod_id="p0", gpu_type="A5000", usd_per_hour=0.27)
+    two = PodEntry(pod_id="p1", gpu_type="A5000", gpu_count=2, usd_per_hour=0.54)  # the pod's rate: 2 x 0.27
+    assert gpu_seconds_usd(one, 3600.0) == (3600.0, pytest.approx(0.27))
+    gpu_s, usd = gpu_seconds_usd(two, 3600.0)  # an hour of wall time holds both GPUs: 2 GPU-hours
+    assert gpu_s == 7200.0 and usd == pytest.approx(0.54)
+    assert gpu_seconds_usd(two, -5.0) == (0.0, 0.0)

@@ -16,12 +16,14 @@ from events import (
     JobFailed,
     JobRequeued,
     JobSucceeded,
+    PodCheck,
     PodCreated,
     PodIdle,
     PodLost,
     PodProvisionFailed,
     PodReady,
     PodRequested,
+    PodSelfChecked,
     PodTerminated,
     PodTerminating,
     Recorded,
@@ -123,6 +125,7 @@ fleet_bodies = st.one_of(
     st.builds(
         lambda p, k: PodProvisionFailed(key=f"k{p}", pod_id=p, kind=k), pods, st.sampled_from(["stock_out", "x"])
     ),
+    st.builds(lambda p, ok: PodSelfChecked(pod_id=p, ok=ok, checks=[PodCheck(name="gpu", ok=ok)]), pods, st.booleans()),
     st.builds(lambda p: PodLost(pod_id=p, reason="r"), pods),
     st.builds(lambda p: PodIdle(pod_id=p), pods),
     st.builds(lambda p: PodTerminating(key="t", pod_id=p), pods),

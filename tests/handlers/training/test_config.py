@@ -58,3 +58,14 @@ def test_draw_tasks_refuses_triage_and_is_deterministic():
     req = draw_tasks(fams, 2, seed=9, step=0)
     b = draw_tasks(fams, 5, seed=1, step=3, requeued=req)
     assert b[:2] == req and len(b) == 5
+
+
+def test_min_group_fraction_gives_the_fewest_episodes_a_short_group_trains_with():
+    assert parse_config({}).min_group_episodes == 6  # 0.75 of 8
+    assert parse_config({"min_group_fraction": 1.0}).min_group_episodes == 8  # whole groups only
+    assert parse_config({"min_group_fraction": 0.1}).min_group_episodes == 2  # never a baseline of 1
+    assert parse_config({"group_size": 2}).min_group_episodes == 2
+    assert parse_config({"group_size": 3, "min_group_fraction": 2 / 3}).min_group_episodes == 2
+    for bad in (0.0, 1.5, "most"):
+        with pytest.raises(ConfigError, match="min_group_fraction"):
+            parse_config({"min_group_fraction": bad}, source="run.toml")

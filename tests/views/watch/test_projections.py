@@ -133,3 +133,21 @@ def test_a_step_never_reads_past_its_total() -> None:
     assert step_of(2, 10) == "2 of 10"
     assert step_of(2, 0) == "2"
     assert step_of(3, 2) == "3 (past the 2 planned at start)"  # `ait resume --max-steps 3` on a 2-step run
+
+
+def test_a_pre_score_finishing_mid_training_keeps_the_job_in_training() -> None:
+    from events import JobProgressed, JobStarted
+    from views.watch.jobs import JobPhasesProjection
+
+    def prog(step: int, phase: str, reward: float) -> JobProgressed:
+        return JobProgressed(job_id="j", step=step, phase=phase, reward=reward, total_steps=16 if step else 0)
+
+    state = JobPhasesProjection().fold(
+        recs(
+            (0, JobStarted(job_id="j", pod_id="p")),
+            (1, prog(0, "pre_score", 0.27)),  # arrives before training: the phase moves as before
+            (2, prog(1, "train", 0.5)),
+            (3, prog(0, "pre_score", 0.27)),  # the CPU trainer scores while it trains: no step back
+        )
+    )
+    assert (state["j"].phase, state["j"].step, state["j"].total_steps, state["j"].reward) == ("train", 1, 16, 0.5)
