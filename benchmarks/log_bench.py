@@ -19,6 +19,8 @@
    (2 projections), >= 0.6 (``ait replay``).
 3. With ``--es-python`` (a python with ``eventsourcing``; benchmarks/es_replay.py), the same file replayed by
    the eventsourcing library from its in-memory POPO store, and the ratio (target >= 6x for the whole replay).
+   With ``--before-root DIR`` (a checkout of the code before a change), that checkout's whole ``ait replay``
+   process is timed too, interleaved with this one's, and both state hashes compared.
 
 Each figure is the best of ``--repeat`` runs (the machine is shared; the best run is the least disturbed).
 """
@@ -292,17 +294,22 @@ def ait_replay_before(path: Path) -> None:
     assert state_hash(projs, states) and by_type
 
 
-def ait_replay_process(path: Path) -> float:
-    """CPU seconds of a whole ``ait replay RUN --hash-only`` process (interpreter start and imports included)."""
+def ait_replay_process(path: Path, root: Path | None = None) -> tuple[float, str]:
+    """CPU seconds of a whole ``ait replay RUN --hash-only`` process (interpreter start and imports included), and
+    the hash it printed; ``root``: run the code of that checkout (same interpreter and packages) instead."""
+    code = root or Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(code)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(
+    out = subprocess.run(
         [sys.executable, "-m", "cli", "replay", str(path), "--hash-only"],
         check=True,
-        stdout=subprocess.DEVNULL,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+        capture_output=True,
+        text=True,
+        cwd=code,
+        env=env,
+    ).stdout.strip()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
 def es_replay(path: Path, python: str, repeat: int) -> dict[str, Any]:
@@ -332,6 +339,13 @@ def main() -> None:
     )
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--es-python", default="", help="a python with eventsourcing, for the side-by-side replay")
+    ap.add_argument(
+        "--before-root",
+        type=Path,
+        default=None,
+        help="a checkout of the code before a change (git worktree add --detach DIR REV): its whole `ait replay` "
+        "process is timed too, interleaved with this one's",
+    )
     args = ap.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="log-bench-", dir=args.dir))
@@ -396,8 +410,25 @@ def main() -> None:
         before = best["ait replay, per-projection folds (before)"][0]
         print(f"  raw decode / ait replay (default projections, CPU): before {raw / before:.2f}, after {raw / ait:.2f}")
         print("    (target >= 0.6)")
-        process = min(ait_replay_process(path) for _ in range(args.repeat))
-        print(f"  whole `ait replay --hash-only` process: {process:.2f} s CPU (interpreter and imports included)")
+        proc_runs: dict[str, list[float]] = {"this checkout": []}
+        if args.before_root:
+            proc_runs["--before-root"] = []
+        hashes: set[str] = set()
+        for _ in range(args.repeat):  # interleaved with the other checkout's, if any
+            for which in proc_runs:
+                cpu, digest = ait_replay_process(path, args.before_root if which == "--before-root" else None)
+                proc_runs[which].append(cpu)
+                hashes.add(digest)
+        procs = {which: min(v) for which, v in proc_runs.items()}
+        process = procs["this checkout"]
+        for which, cpu in procs.items():
+            print(
+                f"  whole `ait replay --hash-only` process ({which}): {cpu:.2f} s CPU (interpreter, imports included)"
+            )
+            print(f"    raw decode / whole process: {raw / cpu:.2f}")
+        if args.before_root:
+            same = "the same state hash" if len(hashes) == 1 else f"DIFFERENT state hashes: {sorted(hashes)}"
+            print(f"    both printed {same}")
 
         es_python = args.es_python or (sys.executable if importlib.util.find_spec("eventsourcing") else "")
         if not es_python:
@@ -408,6 +439,8 @@ def main() -> None:
         print(f"\neventsourcing POPO store, same {es['events']:,} events: replay {es_s:.2f} s CPU")
         print(f"  eventsourcing / ait replay in process: {es_s / ait:.1f}x")
         print(f"  eventsourcing / whole ait replay process: {es_s / process:.1f}x  (target >= 6)")
+        if args.before_root:
+            print(f"  eventsourcing / whole ait replay process (--before-root): {es_s / procs['--before-root']:.1f}x")
         print(f"  eventsourcing / scan_log + fold (2 projections, as it folds): {es_s / full:.1f}x")
     finally:
         shutil.rmtree(root)

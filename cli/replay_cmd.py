@@ -18,25 +18,31 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    import sys
 
-    from engine.fmt import format_ts
     from engine.log import LogCorrupted
     from engine.replay import replay
     from engine.rundir import resolve_run
     from handlers.registry import default_projections
 
-    console = Console(highlight=False, soft_wrap=True)
     run_dir = resolve_run(args.run, args.runs_root)
     try:
         result = replay(run_dir.events, default_projections(), until=args.until, verify=args.verify)
     except LogCorrupted as exc:
-        console.print(f"[red]corrupt log:[/red] {exc}")
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(f"[red]corrupt log:[/red] {exc}")
         return 2
     if args.hash_only:
-        console.print(result.state_hash)
+        # Plain output, without rich: its import is a large share of a short replay's process (a script's use).
+        sys.stdout.write(f"{result.state_hash}\n")
         return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.fmt import format_ts
+
+    console = Console(highlight=False, soft_wrap=True)
     console.print(f"run        {run_dir.run_id}")
     console.print(f"events     {result.count} (last seq {result.last_seq})")
     if result.first_ts is not None and result.last_ts is not None:

@@ -68,7 +68,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_resume(args: argparse.Namespace) -> int:
     from cli.train_config import parse_run_config
-    from engine.log import read_log
+    from engine.pick import first_record
     from engine.rundir import resolve_run
     from events import RunStarted
     from handlers.training import ConfigError
@@ -77,8 +77,8 @@ def run_resume(args: argparse.Namespace) -> int:
         run_dir = resolve_run(args.run, args.runs_root)
     except FileNotFoundError as exc:
         return _fail("resume", str(exc))
-    records = read_log(run_dir.events).records
-    header = records[0].event if records else None
+    first = first_record(run_dir.events)  # the header only: the runtime reads the rest (snapshot + tail)
+    header = first.event if first is not None else None
     if not isinstance(header, RunStarted) or header.config.get("command") != "train":
         return _fail("resume", f"{run_dir.events}: not an `ait train` run (its first event is not its run.started)")
     source = f"{run_dir.events} (run.started config, from {header.config.get('config_file', '?')})"

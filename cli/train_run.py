@@ -29,11 +29,10 @@ from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
 from cli.worker_wiring import dispatch_ports, worker_ports
-from engine.log import read_log
 from engine.progress import progress
 from engine.rundir import RunDir
 from engine.runtime import Runtime
-from events import BaselineFrozen, Recorded, RunFinished, RunWiring, SandboxOptedOut
+from events import BaselineFrozen, RunFinished, RunWiring, SandboxOptedOut
 from handlers.budget.costs_ledger import CostsLedger
 from handlers.budget.prices import load_prices
 from handlers.budget.rules import BudgetGate
@@ -45,10 +44,13 @@ from handlers.registry import default_projections
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.baselines import merge_events
 from handlers.reward.reactor import RewardReactor
+from handlers.run.resume_view import ResumeState, ResumeView, catch_up_records
+from handlers.run.resume_view import histories as resume_histories
 from handlers.run.start import LedgerReactor, open_run
 from handlers.training import OuterLoop, TrainingState, open_groups
 from handlers.training.meter import GateMeter
 from handlers.training.projection import TrainingProjection
+from views.snapshot import snapshot_views
 
 __all__ = ["TrainFailed", "train"]
 
@@ -97,7 +99,10 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
     ledger = CostsLedger(cfg.budget.ledger)
     rewarder = RewardReactor(cfg.reward)
     validator, validator_desc = make_validator(cfg, unsafe=opted_out is not None)
-    async with Runtime(run_dir, default_projections()) as rt:
+    # The dashboard's and the report's views are snapshotted with the run: `ait watch` / `ait report` then
+    # start from the newest snapshot and read only the log after it.
+    resume_view = ResumeView()
+    async with Runtime(run_dir, default_projections(), views=[*snapshot_views(), resume_view]) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
         if cfg.wandb is not None:
@@ -114,12 +119,14 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         if opted_out is not None:
             await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
-        records: list[Recorded] = read_log(rt.log.path).records if resumed else []
-        owed = await rewarder.catch_up(rt, records) if resumed else 0
+        # What a resume needs from before the snapshot (the records the rewarder acts on, the reopened episodes'
+        # events) is in the resume view (handlers/run/resume_view.py): the log is not read again.
+        kept: ResumeState = rt.state(resume_view)
+        owed = await rewarder.catch_up(rt, catch_up_records(kept)) if resumed else 0
         state: TrainingState = rt.state(TrainingProjection)
         reopened = open_groups(state)
-        histories = episode_histories(records, [e for g in reopened for e in g.members])
-        del records
+        reopened_ids = [e for g in reopened for e in g.members]
+        histories = resume_histories(kept, reopened_ids) if resumed else episode_histories([], reopened_ids)
         backend = make_backend(cfg, run_dir, resume_state_path=state.resume_state_path)
         ran_on = {**backend.ran_on, "validation": validator_desc}
         verb = "resumed" if resumed else "started"

@@ -38,9 +38,9 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import structlog
 
 from engine.atomic import fsync_dir as _fsync_dir
+from engine.lazylog import lazy_logger
 from engine.writer_lock import WriterLock
 from events import Recorded
 from events.codec import CorruptRecord, RecordCodec
@@ -53,13 +53,14 @@ __all__ = [
     "LogFatalError",
     "LogScan",
     "Recovery",
+    "anchor_record",
     "read_log",
     "recover_log",
     "scan_log",
     "set_aside_path",
 ]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 
 class Durability(enum.StrEnum):
@@ -228,9 +229,9 @@ def scan_log(path: Path | str, codec: RecordCodec | None = None) -> LogScan:
 Anchor = tuple[int, int, str]
 
 
-def _tail_after(path: Path, anchor: Anchor, codec: RecordCodec) -> bytes | None:
-    """The log's bytes after the anchor, if the line that ends at its offset is the anchor's record (same
-    seq, same crc: the very line the snapshot folded last); None if not (a log cut or regrown since)."""
+def anchor_record(path: Path | str, anchor: Anchor, codec: RecordCodec | None = None) -> Recorded | None:
+    """The anchor's record, if the line that ends at its offset is that record (same seq, same crc: the very
+    line a snapshot folded last); None if not (a log cut or regrown since, or shorter than the offset)."""
     seq, offset, crc = anchor
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -245,16 +246,24 @@ def _tail_after(path: Path, anchor: Anchor, codec: RecordCodec) -> bytes | None:
             if nl >= 0 or lo == 0:
                 break
             back *= 4
-        line = head[nl + 1 :]
-        if not line.endswith(b"\n"):
-            return None
-        try:
-            rec = codec.decode(line)
-        except CorruptRecord:
-            return None
-        if rec.seq != seq or not line.endswith(b'"crc":"%s"}\n' % crc.encode()):
-            return None
-        f.seek(offset)
+    line = head[nl + 1 :]
+    if not line.endswith(b"\n"):
+        return None
+    try:
+        rec = (codec or RecordCodec()).decode(line)
+    except CorruptRecord:
+        return None
+    if rec.seq != seq or not line.endswith(b'"crc":"%s"}\n' % crc.encode()):
+        return None
+    return rec
+
+
+def _tail_after(path: Path, anchor: Anchor, codec: RecordCodec) -> bytes | None:
+    """The log's bytes after the anchor, if :func:`anchor_record` finds its record; None if not."""
+    if anchor_record(path, anchor, codec) is None:
+        return None
+    with open(path, "rb") as f:
+        f.seek(anchor[1])
         return f.read()
 
 

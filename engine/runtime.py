@@ -69,14 +69,20 @@ class Runtime:
         clock: Clock | None = None,
         durability: Durability | str = Durability.BATCH,
         snapshot_every: int = 50_000,
+        views: Sequence[Projection[Any]] = (),
     ) -> None:
         """``snapshot_every``: write a snapshot each time this many events have become durable since the last
-        one (0: only when :meth:`snapshot` is called). A reopened run then reads only the log after it."""
+        one (0: only when :meth:`snapshot` is called). A reopened run then reads only the log after it.
+
+        ``views``: projections folded and snapshotted like the others but left out of :meth:`state_hash`
+        (which stays what ``ait replay`` computes): what a reader of the run folds for itself, such as the
+        dashboard's (``ait watch`` and ``ait report`` then start from the snapshot and read only the tail)."""
         self.directory = Path(directory)
         self.run_id = run_id or self.directory.name
         self.clock = clock or SystemClock()
         self.effects = EffectsProjection()
-        self.projections: list[Projection[Any]] = [*projections, self.effects]
+        self.projections: list[Projection[Any]] = [*projections, self.effects, *views]
+        self._hashed = self.projections[: len(projections) + 1]
         names = [p.name for p in self.projections]
         if len(set(names)) != len(names):
             raise ValueError(f"projection names must be unique: {names}")
@@ -233,7 +239,7 @@ class Runtime:
         return value
 
     def state_hash(self) -> str:
-        return state_hash(self.projections, self.states)
+        return state_hash(self._hashed, self.states)
 
     def pending_requests(self) -> list[Recorded]:
         """Requests with no outcome yet: what a resumed run must retry, with the same keys."""
@@ -270,7 +276,7 @@ class Runtime:
         seq = self.log.next_seq - 1
         # Encode now, synchronously, so the states match ``seq`` exactly; write only once seq is durable.
         encoded = {p.name: p.encode_state(self.states[p.name]) for p in self.projections}
-        digest = encoded_hash(encoded)
+        digest = encoded_hash({p.name: encoded[p.name] for p in self._hashed})
         anchor = self.log.anchor()
         offset, crc = (anchor[1], anchor[2]) if anchor is not None and anchor[0] == seq else (-1, "")
         await self.log.drain()

@@ -20,7 +20,7 @@ import msgspec
 from .atomic import write_atomic
 from .projection import Projection
 
-__all__ = ["Snapshot", "load_snapshot", "snapshot_anchor", "write_snapshot"]
+__all__ = ["Snapshot", "load_anchored", "load_snapshot", "snapshot_anchor", "write_snapshot"]
 
 SNAPSHOT_NAME = "snapshot.json"
 
@@ -76,3 +76,22 @@ def snapshot_anchor(directory: Path | str) -> tuple[int, int, str] | None:
         return None
     a = msgspec.json.decode(path.read_bytes(), type=_Anchor)
     return (a.seq, a.offset, a.last_crc) if a.offset > 0 and a.seq >= 0 and a.last_crc else None
+
+
+def load_anchored(
+    directory: Path | str, projections: Sequence[Projection[Any]]
+) -> tuple[tuple[int, int, str], dict[str, Any]] | None:
+    """The snapshot's anchor ``(seq, offset, last_crc)`` and the decoded states of ``projections``, read from
+    one version of the file (a writer may replace it meanwhile); None when there is no snapshot, it has no
+    anchor, or it lacks one of the projections. The caller checks the anchor against the log
+    (:func:`engine.log.anchor_record`) before trusting the states."""
+    path = Path(directory) / SNAPSHOT_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    snap = msgspec.json.decode(data, type=Snapshot)
+    if snap.offset <= 0 or snap.seq < 0 or not snap.last_crc or any(p.name not in snap.states for p in projections):
+        return None
+    states = {p.name: p.decode_state(bytes(snap.states[p.name])) for p in projections}
+    return (snap.seq, snap.offset, snap.last_crc), states

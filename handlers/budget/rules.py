@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import msgspec
-import structlog
 
 import handlers.budget.training_cost  # noqa: F401  (registers the training-cost deriver for replay --verify)
+from engine.lazylog import lazy_logger
 from engine.projection import Projection, handles
 from events import EventBody, Recorded
 from events.money import BudgetSet, CostRefused, CostReleased, CostReserved, CostSettled
@@ -64,7 +64,7 @@ __all__ = [
     "to_micros",
 ]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 MICROS_PER_USD: Final = 1_000_000
 KINDS: Final = ("episode", "job", "baseline", "holdout", "training")

@@ -201,10 +201,14 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
 
     @handles(JobProgressed)
     def _job_progressed(self, s: dict[str, EpisodeState], e: JobProgressed) -> dict[str, EpisodeState]:
-        ep = owner_of(s, e.job_id)
-        if ep is None:
+        # owner_of() inlined: half of a long run's events are progress, most of them of one-shot episodes' jobs.
+        job_id = e.job_id
+        for ep in s.values():
+            job = ep.jobs.get(job_id)
+            if job is not None:
+                break
+        else:
             return s
-        job = ep.jobs[e.job_id]
         job.status, job.phase = "running", e.phase or job.phase
         if e.phase == "train":  # pre_score / post_score progress carries hidden scores: never kept for the agent
             job.step, job.total_steps = e.step, e.total_steps or job.total_steps

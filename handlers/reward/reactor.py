@@ -20,7 +20,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from engine.runtime import Runtime
-from events import BaselineFrozen, EpisodeFinished, JobFailed, JobSucceeded, Recorded, RewardComputed
+from events import BaselineFrozen, EpisodeFinished, EventBody, JobFailed, JobSucceeded, Recorded, RewardComputed
 from handlers.episode.projection import EpisodesProjection, EpisodeState, owner_of
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
@@ -80,6 +80,9 @@ class RewardReactor:
     async def __call__(self, rt: Runtime, stream: MemoryObjectReceiveStream[Recorded]) -> None:
         async for rec in stream:
             await self._observe(rt, rec)
+
+    #: the event types :meth:`_observe` acts on: a catch-up needs only these records of the log
+    observes: tuple[type[EventBody], ...] = (BaselineFrozen, EpisodeFinished, JobSucceeded, JobFailed)
 
     async def catch_up(self, rt: Runtime, records: Iterable[Recorded]) -> int:
         """On resume: reward what the log owes a reward (a crash between an episode's or a job's end and its

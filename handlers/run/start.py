@@ -15,12 +15,12 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from engine.log import read_log
 from engine.runtime import Runtime
 from events import BaselineFrozen, CostSettled, Recorded, RunResumed, RunStarted
 from handlers.budget.costs_ledger import CostsLedger
-from handlers.budget.rules import BudgetConfig, BudgetGate, budget_set
+from handlers.budget.rules import BudgetConfig, BudgetGate, BudgetProjection, budget_set
 from handlers.reward.baseline_projection import BaselinesProjection
+from handlers.run.resume_reads import sync_ledger
 
 __all__ = ["LedgerReactor", "code_version", "open_run"]
 
@@ -79,7 +79,7 @@ async def open_run(
     await rt.emit(budget_set(budget, global_spent_before_usd=ledger.total_usd(exclude_run=rt.run_id)))
     if resumed:
         await BudgetGate.for_runtime(rt).settle_orphans()
-        ledger.sync(rt.run_id, read_log(rt.log.path).records)
+        sync_ledger(ledger, rt.run_id, rt.log.path, rt.state(BudgetProjection))
     frozen: dict[str, dict[str, float]] = rt.state(BaselinesProjection)
     for e in sorted(baselines, key=lambda e: (e.family, e.model)):
         if frozen.get(e.family, {}).get(e.model) != e.score:

@@ -37,8 +37,7 @@ import functools
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-import structlog
-
+from engine.lazylog import lazy_logger
 from events.learning import BatchStarted, GroupClosedShort, GroupStarted, SamplerPublished
 from handlers.ports.learner import LearnerPort
 from handlers.training.batch import TaskRef, draw_tasks
@@ -51,7 +50,7 @@ from handlers.training.step import Emit, discard_episode, discard_stale, learner
 
 __all__ = ["OuterLoop", "RunEpisode"]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 # (episode id, task, sampler version, sampler path) -> the finished episode (reward + sampled turns)
 RunEpisode = Callable[[str, TaskRef, int, str], Awaitable[FinishedEpisode]]

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
+from engine.lazylog import lazy_logger
 from events import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, LoRAStepApplied, SamplerPublished
 from handlers.ports.learner import LearnerPort
@@ -41,7 +41,7 @@ __all__ = [
     "without_capped",
 ]
 
-log = structlog.get_logger(__name__)
+log = lazy_logger(__name__)
 
 Emit = Callable[[EventBody], Awaitable[Any]]
 
