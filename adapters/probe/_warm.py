@@ -188,13 +188,14 @@ def _tree_cpu(root: int) -> float:
     tick = os.sysconf("SC_CLK_TCK")
     kids: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry.name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                kids.setdefault(int(fields[1]), []).append(int(entry.name))
-                ticks[int(entry.name)] = sum(int(x) for x in fields[11:15])
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{entry.name}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    kids.setdefault(int(fields[1]), []).append(int(entry.name))
+                    ticks[int(entry.name)] = sum(int(x) for x in fields[11:15])
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()
