@@ -33,7 +33,7 @@ import structlog
 from aiohttp import web
 
 from adapters.agents.openai import OpenAIConfig, OpenAIPolicy
-from adapters.openai_server import ChatRequest, PolicyError, Reply, ServerState, build_app
+from adapters.openai_server import ChatRequest, PolicyError, Reply, ServerState, build_app, serve_app
 from adapters.tiny.model import Checkpoint
 from adapters.tiny.policy import RequestSample, TinyPolicy
 from handlers.ports.policy import AgentReply
@@ -158,16 +158,7 @@ class LocalSamplerServer:
         app = build_app(self.state)
         app[_POOL] = self.pool
         app.router.add_get("/v1/local/samples", _samples)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self._requested_port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+        self._runner, self._port = await serve_app(app, self.host, self._requested_port)
         log.info("local_sampler.started", url=self.base_url)
 
     async def stop(self) -> None:

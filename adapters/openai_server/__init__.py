@@ -38,7 +38,7 @@ from ._protocol import (
     Usage,
     parse_chat_request,
 )
-from ._server import OpenAIServer
+from ._server import OpenAIServer, serve_app
 
 __all__ = [
     "DONE",
@@ -67,4 +67,5 @@ __all__ = [
     "estimate_usage",
     "parse_chat_request",
     "reply_chunks",
+    "serve_app",
 ]

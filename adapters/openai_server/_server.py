@@ -15,6 +15,19 @@ __all__ = ["OpenAIServer"]
 log = structlog.get_logger(__name__)
 
 
+async def serve_app(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Start serving ``app`` on ``host:port`` (0: the OS picks); the runner to clean up and the bound port."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, int(runner.addresses[0][1])  # with port 0, read back what was bound
+
+
 class OpenAIServer:
     """``async with OpenAIServer(policy) as server:`` serves ``server.base_url`` until the block ends."""
 
@@ -45,17 +58,7 @@ class OpenAIServer:
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the server is already running")
-        runner = web.AppRunner(build_app(self.state), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self._requested_port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        # With port 0 the OS picks; read back what was bound.
-        self._port = int(runner.addresses[0][1])
+        self._runner, self._port = await serve_app(build_app(self.state), self.host, self._requested_port)
         log.info("openai_server.started", url=self.base_url)
 
     async def stop(self) -> None:

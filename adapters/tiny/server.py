@@ -24,7 +24,7 @@ import structlog
 import torch
 from aiohttp import web
 
-from adapters.openai_server import ServerState, build_app
+from adapters.openai_server import ServerState, build_app, serve_app
 
 from .model import Checkpoint, load_checkpoint
 from .policy import TinyPolicy
@@ -90,16 +90,7 @@ class TinyServer:
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the server is already running")
-        runner = web.AppRunner(self.build_app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self._requested_port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+        self._runner, self._port = await serve_app(self.build_app(), self.host, self._requested_port)
         log.info("tiny.server.started", url=self.base_url, model=self.policy.ckpt.name)
 
     async def stop(self) -> None:
