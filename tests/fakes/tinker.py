@@ -8,16 +8,20 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Generator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import tinker
-from tinker import types
+if TYPE_CHECKING:
+    import tinker
+    from tinker import types
 
 T = TypeVar("T")
 
 
 def _failed(message: str, request_id: str, category: str) -> tinker.RequestFailedError:
     """The SDK's error for a server-side request failure."""
+    import tinker
+    from tinker import types
+
     return tinker.RequestFailedError(message, request_id, types.RequestErrorCategory[category])
 
 
@@ -59,6 +63,8 @@ class FakeTrainingClient:
     def forward_backward(
         self, data: list[types.Datum], loss_fn: Any, loss_fn_config: Mapping[str, float] | None = None
     ) -> FakeFuture[types.ForwardBackwardOutput]:
+        from tinker import types
+
         def run() -> types.ForwardBackwardOutput:
             if loss_fn not in ("importance_sampling", "ppo", "cispo", "dro", "gspo", "cross_entropy"):
                 raise ValueError(f"unknown loss {loss_fn}")
@@ -78,6 +84,8 @@ class FakeTrainingClient:
         return self._request("forward_backward", run)
 
     def optim_step(self, optim_params: types.AdamParams) -> FakeFuture[types.OptimStepResponse]:
+        from tinker import types
+
         def run() -> types.OptimStepResponse:
             self.state["steps"] += 1
             self._service.optim_calls.append(optim_params)
@@ -86,6 +94,8 @@ class FakeTrainingClient:
         return self._request("optim_step", run)
 
     def save_state(self, name: str) -> FakeFuture[types.SaveWeightsResponse]:
+        from tinker import types
+
         def run() -> types.SaveWeightsResponse:
             path = f"tinker://fake/{self.name}/state/{name}"
             self._service.states[path] = dict(self.state)
@@ -94,6 +104,8 @@ class FakeTrainingClient:
         return self._request("save_state", run)
 
     def save_weights_for_sampler(self, name: str) -> FakeFuture[types.SaveWeightsForSamplerResponse]:
+        from tinker import types
+
         def run() -> types.SaveWeightsForSamplerResponse:
             path = f"tinker://fake/{self.name}/sampler/{name}"
             self._service.samplers[path] = dict(self.state)
@@ -115,6 +127,8 @@ class FakeSamplingClient:
     def sample(
         self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> FakeFuture[types.SampleResponse]:
+        from tinker import types
+
         if self.fail_next:
             self.fail_next -= 1
             return FakeFuture(error=_failed("sampler down", "req-1", "Server"))

@@ -8,8 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tinker import types
-
 from tests.fakes.tinker import FakeFuture
 
 __all__ = ["FakeExportService"]
@@ -21,6 +19,8 @@ class _TrainingClient:
         self.state_path = state_path
 
     def save_weights_external(self, name: str, ttl_seconds: int | None = None) -> FakeFuture[Any]:
+        from tinker import types
+
         self._service.calls.append(("save_weights_external", name, ttl_seconds))
         run = self.state_path.removeprefix("tinker://").split("/", 1)[0]
         path = f"tinker://{run}/external_weights/{name}"
@@ -33,6 +33,8 @@ class _RestClient:
         self._service = service
 
     def get_external_weights_urls(self, tinker_path: str) -> FakeFuture[Any]:
+        from tinker import types
+
         self._service.calls.append(("get_external_weights_urls", tinker_path, None))
         if tinker_path not in self._service.exported:
             return FakeFuture(error=RuntimeError(f"404: no external weights at {tinker_path}"))

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.cpu_trainer import CpuTrainer
 from adapters.probe import ProbeLimits, ProbeValidator
 from adapters.sandbox import UNSAFE_FLAG, WeakIsolation, detect_isolation, require_confinement
 from families import get_family, hidden_tasks
@@ -57,6 +56,8 @@ async def _noop(p: Progress) -> None:
 
 @pytest.mark.parametrize("mode", ["unshare", "none"])
 async def test_the_cpu_trainer_refuses_weaker_isolation_before_any_child(mode: str, tmp_path: Path) -> None:
+    from adapters.cpu_trainer import CpuTrainer
+
     work = tmp_path / "work"
     job = JobBundle(job_id="j", family="calc_chain", root=str(tmp_path / "job"))
     result = await CpuTrainer(isolation=mode, work_root=work).run(job, _noop)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ recorded post score must equal an honest re-scoring of the weights training prod
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -25,12 +26,11 @@ import pytest
 from adapters.sandbox import detect_isolation
 from handlers.ports.inner_trainer import JobBundle, JobResult, Progress
 
-pytest.importorskip("verifiers.v1")
-
-from adapters.cpu_trainer import ChildLimits, CpuTrainer
-
 from .attack import ROUTES, Host, Seen, attack_code, contained, new_tag, parse, reached
 from .conftest import Hostile
+
+# find_spec, not importorskip: collection must not import verifiers (issue 18).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None, reason="verifiers is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_ENV = ROOT / "fixtures" / "envs" / "family_reference"
@@ -83,6 +83,8 @@ class CpuAttack:
 
 @pytest.fixture(scope="module")
 def cpu_attack(hostile: Hostile, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuAttack]:
+    from adapters.cpu_trainer import CpuTrainer
+
     host, tag = hostile.host, new_tag("cpu")
     tmp = tmp_path_factory.mktemp("redteam-cpu")
     work = tmp / "work"
@@ -115,6 +117,8 @@ def hidden_prompt() -> str:
 def test_route_is_reachable_without_the_sandbox_and_stopped_in_the_training_child(
     route: str, hostile: Hostile, cpu_attack: CpuAttack, hidden_prompt: str
 ) -> None:
+    from adapters.cpu_trainer import ChildLimits
+
     assert reached(route, hostile.control, hidden_prompt), (route, hostile.control.got[route])
     seen = cpu_attack.seen
     assert contained(route, seen, hidden_prompt, nproc=ChildLimits().nproc), (route, seen.got[route], seen.written)
@@ -161,6 +165,8 @@ def rescored(work: Path) -> float:
 @pytest.mark.slow
 async def test_an_endless_loop_in_the_env_is_killed_at_the_deadline(tmp_path: Path) -> None:
     """The endless-loop route: the training child spins at import; the job's deadline (plus the grace) ends it."""
+    from adapters.cpu_trainer import CpuTrainer
+
     job = tmp_path / "job"
     env = job / "env" / "family_reference"
     shutil.copytree(REFERENCE_ENV, env)

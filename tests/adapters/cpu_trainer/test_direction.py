@@ -14,19 +14,22 @@ The full-size figures (200 hidden tasks, 10 steps x 64 rollouts, three families)
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
-pytest.importorskip("verifiers.v1")
+if TYPE_CHECKING:
+    from adapters.cpu_trainer import CpuTrainSettings
 
-from adapters.cpu_trainer import CpuTrainSettings, train
-from adapters.inproc import load_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("verifiers") is None, reason="verifiers is not installed"),
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+]
 
 ROOT = Path(__file__).resolve().parents[3]
 ENVS = ROOT / "fixtures" / "envs"
@@ -36,6 +39,8 @@ CHECKPOINT = Path(os.environ.get("AIT_TINY_CHECKPOINT", ROOT / "fixtures" / "tin
 
 @pytest.fixture
 def ckpt() -> Any:
+    import torch
+
     if not (CHECKPOINT / "config.json").exists():
         pytest.skip("the tiny checkpoints are not built (python -m adapters.tiny.pretrain)")
     from adapters.tiny.model import load_checkpoint
@@ -56,6 +61,8 @@ def solved(ckpt: Any, tasks: list[Any]) -> float:
 
 
 def settings(**overrides: Any) -> CpuTrainSettings:
+    from adapters.cpu_trainer import CpuTrainSettings
+
     base: dict[str, Any] = {
         "model": "tiny-0.6b",
         "learning_rate": 1e-4,
@@ -70,6 +77,9 @@ def settings(**overrides: Any) -> CpuTrainSettings:
 
 
 async def test_the_reference_env_raises_the_solve_rate_of_the_tasks_it_trains_on(ckpt: Any) -> None:
+    from adapters.cpu_trainer import train
+    from adapters.inproc import load_env
+
     env = load_env("family-reference", path=ENVS / "family_reference", config={"family": "calc_chain", "num_tasks": 4})
     probe = [t.data.family_task() for t in env.tasks() for _ in range(8)]  # each training task 8 times, fixed seeds
     before = solved(ckpt, probe)
@@ -80,6 +90,10 @@ async def test_the_reference_env_raises_the_solve_rate_of_the_tasks_it_trains_on
 
 
 async def test_a_rubric_that_rewards_everything_changes_nothing(ckpt: Any) -> None:
+    import torch
+
+    from adapters.cpu_trainer import train
+    from adapters.inproc import load_env
     from adapters.tiny.scorer import score_hidden
 
     weights = copy.deepcopy(ckpt.model.state_dict())

@@ -8,26 +8,24 @@ KL term and the no-signal case, not what the model knows.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from adapters.cpu_trainer import (
-    EpisodeSample,
-    TurnSample,
-    group_advantages,
-    grpo_update,
-    settings_from_job,
-    token_loss,
-)
-from adapters.tiny.generate import completion_logprobs
 from handlers.episode.job_config import PrimeRLTable
+
+if TYPE_CHECKING:
+    from transformers import Qwen3ForCausalLM
+
+    from adapters.cpu_trainer import EpisodeSample
 
 
 def tiny_model(seed: int = 0) -> Qwen3ForCausalLM:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
     config = Qwen3Config(
         vocab_size=40,
         hidden_size=32,
@@ -46,6 +44,11 @@ def tiny_model(seed: int = 0) -> Qwen3ForCausalLM:
 def episode(
     model: Qwen3ForCausalLM, group: int, reward: float, prompt: list[int], completion: list[int]
 ) -> EpisodeSample:
+    import torch
+
+    from adapters.cpu_trainer import EpisodeSample, TurnSample
+    from adapters.tiny.generate import completion_logprobs
+
     with torch.no_grad():
         (lp,) = completion_logprobs(model, [prompt], [completion])
     return EpisodeSample(
@@ -54,6 +57,10 @@ def episode(
 
 
 def logprob(model: Qwen3ForCausalLM, prompt: list[int], completion: list[int]) -> float:
+    import torch
+
+    from adapters.tiny.generate import completion_logprobs
+
     with torch.no_grad():
         (lp,) = completion_logprobs(model, [prompt], [completion])
     return float(lp.sum())
@@ -61,6 +68,8 @@ def logprob(model: Qwen3ForCausalLM, prompt: list[int], completion: list[int]) -
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(-5, 5, allow_nan=False)), min_size=1, max_size=30))
 def test_advantages_sum_to_zero_per_group_and_vanish_on_ties(rows: list[tuple[int, float]]) -> None:
+    from adapters.cpu_trainer import group_advantages
+
     groups = [g for g, _ in rows]
     rewards = [r for _, r in rows]
     adv = group_advantages(rewards, groups)
@@ -72,6 +81,10 @@ def test_advantages_sum_to_zero_per_group_and_vanish_on_ties(rows: list[tuple[in
 
 
 def test_token_loss_is_minus_advantage_at_ratio_one_and_clips_outside_the_range() -> None:
+    import torch
+
+    from adapters.cpu_trainer import token_loss
+
     old = torch.tensor([-1.0, -1.0, -1.0])
     new = torch.tensor([-1.0, -1.0 + 0.5, -1.0 - 0.5])  # ratios 1, e^0.5 ~ 1.65, e^-0.5 ~ 0.61
     loss, outside = token_loss(new, old, 2.0, 0.2, 0.2)
@@ -84,6 +97,10 @@ def test_token_loss_is_minus_advantage_at_ratio_one_and_clips_outside_the_range(
 
 
 def test_update_raises_the_rewarded_completion_and_lowers_the_unrewarded_one() -> None:
+    import torch
+
+    from adapters.cpu_trainer import grpo_update
+
     model = tiny_model()
     prompt, good, bad = [1, 2, 3, 4], [5, 6, 7], [8, 9, 10]
     batch = [episode(model, 0, 1.0, prompt, good), episode(model, 0, 0.0, prompt, bad)]
@@ -97,6 +114,10 @@ def test_update_raises_the_rewarded_completion_and_lowers_the_unrewarded_one() -
 
 
 def test_no_signal_means_no_step() -> None:
+    import torch
+
+    from adapters.cpu_trainer import grpo_update
+
     model = tiny_model()
     weights = copy.deepcopy(model.state_dict())
     batch = [episode(model, 0, 1.0, [1, 2], [3, 4]), episode(model, 0, 1.0, [1, 2], [5, 6])]
@@ -106,6 +127,10 @@ def test_no_signal_means_no_step() -> None:
 
 
 def test_kl_to_the_base_is_zero_at_first_and_grows_as_the_model_moves() -> None:
+    import torch
+
+    from adapters.cpu_trainer import grpo_update
+
     model = tiny_model()
     reference = copy.deepcopy(model)
     prompt = [1, 2, 3]
@@ -129,6 +154,8 @@ def table(**overrides: object) -> PrimeRLTable:
 
 
 def test_job_values_are_honoured_and_the_rest_is_noted() -> None:
+    from adapters.cpu_trainer import settings_from_job
+
     s = settings_from_job(table(temperature=0.8, max_tokens=64, max_turns=5, scheduler="cosine", warmup_steps=2))
     assert (s.max_steps, s.batch_size, s.group_size, s.tasks_per_step) == (10, 32, 8, 4)
     assert (s.temperature, s.max_tokens, s.max_turns, s.scheduler, s.warmup_steps) == (0.8, 64, 5, "cosine", 2)
@@ -142,7 +169,11 @@ def test_job_values_are_honoured_and_the_rest_is_noted() -> None:
 
 
 def test_a_chained_episode_trains_as_one_sequence_with_the_same_log_probs() -> None:
+    import torch
+
+    from adapters.cpu_trainer import EpisodeSample, TurnSample
     from adapters.cpu_trainer._grpo import _episode_rows, sequence_logprobs
+    from adapters.tiny.generate import completion_logprobs
 
     model = tiny_model()
     first = TurnSample(prompt_ids=[1, 2, 3], token_ids=[4, 5], logprobs=[0.0, 0.0])

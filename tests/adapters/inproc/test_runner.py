@@ -1,16 +1,17 @@
 """In-process rollouts of verifiers v1 envs (adapters.inproc), with the real verifiers 0.4.0.
 
 Envs: the reference training env in fixtures/envs/family_reference (shared toolset, per-rollout state in
-verifiers' state channel) and small tasksets defined here (a per-rollout toolset, stop hooks, a reward
+verifiers' state channel) and small tasksets in counter_env.py (a per-rollout toolset, stop hooks, a reward
 that raises, a reward that needs a runtime). Parity with real ``vf-eval`` is in test_inproc_parity.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,21 +20,19 @@ from hypothesis import strategies as st
 from adapters.openai_server import ChatRequest, NonsensePolicy, ReferencePolicy, Reply, ScriptedPolicy, ToolCall
 from families import get_family
 
-vf = pytest.importorskip("verifiers.v1")
+# find_spec, not importorskip: collection must not import verifiers (issue 18).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None, reason="verifiers is not installed")
 
-from adapters.inproc import (  # noqa: E402  (after the importorskip: verifiers is an optional extra)
-    EnvLoadError,
-    InprocEnv,
-    InprocRunner,
-    RolloutSettings,
-    load_env,
-)
+if TYPE_CHECKING:
+    from adapters.inproc import InprocEnv
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE_ENV = ROOT / "fixtures" / "envs" / "family_reference"
 
 
 def reference_env(family: str, n: int) -> InprocEnv:
+    from adapters.inproc import load_env
+
     return load_env("family-reference", path=REFERENCE_ENV, config={"family": family, "num_tasks": n})
 
 
@@ -43,6 +42,8 @@ def train_tasks(family: str, n: int) -> list[Any]:
 
 
 async def test_reference_solver_scores_1_and_nonsense_0_in_task_repeat_order() -> None:
+    from adapters.inproc import InprocRunner, RolloutSettings
+
     env = reference_env("calc_chain", 3)
     tasks = env.tasks()
     fam = get_family("calc_chain")
@@ -62,6 +63,8 @@ async def test_reference_solver_scores_1_and_nonsense_0_in_task_repeat_order() -
 
 async def test_stateful_tools_stay_per_rollout_under_concurrency() -> None:
     # ledger tools change balances; every concurrent rollout must see only its own calls.
+    from adapters.inproc import InprocRunner, RolloutSettings
+
     env = reference_env("ledger", 6)
     policy = ReferencePolicy(get_family("ledger"), train_tasks("ledger", 6))
     async with InprocRunner(env, policy, RolloutSettings(max_turns=20)) as runner:
@@ -71,6 +74,8 @@ async def test_stateful_tools_stay_per_rollout_under_concurrency() -> None:
 
 
 async def test_a_policy_failure_is_a_provider_error_on_the_trace_not_an_exception() -> None:
+    from adapters.inproc import InprocRunner
+
     class Broken:
         async def respond(self, request: ChatRequest) -> Reply:
             raise RuntimeError("model fell over")
@@ -84,6 +89,8 @@ async def test_a_policy_failure_is_a_provider_error_on_the_trace_not_an_exceptio
 
 
 async def test_sampling_and_model_reach_the_policy_with_the_session_id() -> None:
+    from adapters.inproc import InprocRunner, RolloutSettings
+
     seen: list[ChatRequest] = []
 
     class Recorder:
@@ -102,75 +109,14 @@ async def test_sampling_and_model_reach_the_policy_with_the_session_id() -> None
     assert sorted(request.tool_names) == sorted(s["function"]["name"] for s in get_family("calc_chain").tool_schemas())
 
 
-# --- small envs defined here: a per-rollout toolset, stop hooks, failing and runtime-bound rewards ---
+# --- small envs (counter_env.py): a per-rollout toolset, stop hooks, failing and runtime-bound rewards ---
 
 
-class CounterData(vf.TaskData):
-    start: int
-    target: int
+def counter_env(task: str = "CounterTask") -> InprocEnv:
+    """The counter env with ``task`` (a class name in counter_env.py) as its task type."""
+    from tests.adapters.inproc import counter_env as envs
 
-
-class CounterToolset(vf.Toolset[vf.ToolsetConfig]):
-    TOOL_PREFIX: ClassVar[str | None] = "counter"
-
-    def __init__(self, config: Any) -> None:
-        super().__init__(config)
-        self.value = 0
-        self.setups = 0
-
-    async def setup_task(self, task: Any) -> None:
-        self.value = task.start  # per-rollout server: fresh instance, set up for its task
-        self.setups += 1
-
-    @vf.tool
-    def bump(self, k: int) -> int:
-        """Add k to the counter and return the new value."""
-        self.value += k
-        return self.value
-
-
-class CounterConfig(vf.TaskConfig):
-    tools: vf.ToolsetConfig = vf.ToolsetConfig()
-
-
-class CounterTask(vf.Task[CounterData, vf.State, CounterConfig]):
-    @classmethod
-    def toolsets(cls, config: CounterConfig) -> list[Any]:
-        return [CounterToolset(config.tools)]
-
-    @vf.reward(weight=2.0)
-    async def reached(self, trace: Any) -> float:
-        return float(trace.last_reply == str(self.data.target))
-
-    @vf.stop
-    async def too_many_tools(self, trace: vf.Trace) -> bool:  # verifiers routes a stop by its annotation
-        return len(trace.tool_messages) >= 3
-
-
-class ExplodingTask(CounterTask):
-    @vf.reward
-    async def explode(self, trace: Any) -> float:
-        raise ValueError("reward exploded")
-
-
-class RuntimeTask(CounterTask):
-    @vf.reward
-    async def needs_files(self, trace: Any, runtime: Any) -> float:
-        return 1.0
-
-
-class CounterTaskset(vf.Taskset[CounterTask, vf.TasksetConfig]):
-    TASK: ClassVar[type] = CounterTask
-
-    def load(self) -> list[Any]:
-        return [
-            self.TASK(CounterData(prompt=f"count from {s}", start=s, target=s + 5), CounterConfig()) for s in (1, 2)
-        ]
-
-
-def counter_env(task_type: type = CounterTask) -> InprocEnv:
-    taskset_type = type("Taskset", (CounterTaskset,), {"TASK": task_type})
-    return InprocEnv("counter", taskset_type(vf.TasksetConfig(id="counter")))
+    return envs.counter_env(getattr(envs, task))
 
 
 def bump_then_answer(bumps: list[int], answer: str) -> ScriptedPolicy:
@@ -181,6 +127,8 @@ def bump_then_answer(bumps: list[int], answer: str) -> ScriptedPolicy:
 
 
 async def test_per_rollout_toolset_gets_its_task_and_weighted_reward() -> None:
+    from adapters.inproc import InprocRunner
+
     env = counter_env()
     task = env.tasks()[0]  # start 1, target 6
     async with InprocRunner(env, bump_then_answer([2, 3], "6")) as runner:
@@ -191,6 +139,8 @@ async def test_per_rollout_toolset_gets_its_task_and_weighted_reward() -> None:
 
 
 async def test_a_stop_hook_ends_the_rollout_and_it_is_still_scored() -> None:
+    from adapters.inproc import InprocRunner
+
     env = counter_env()
     async with InprocRunner(env, bump_then_answer([1, 1, 1, 1], "9")) as runner:
         result = await runner.rollout(env.tasks()[0])
@@ -200,6 +150,8 @@ async def test_a_stop_hook_ends_the_rollout_and_it_is_still_scored() -> None:
 
 
 async def test_a_turn_limit_stops_the_rollout() -> None:
+    from adapters.inproc import InprocRunner, RolloutSettings
+
     env = counter_env()
     async with InprocRunner(env, bump_then_answer([1, 1], "4"), RolloutSettings(max_turns=2)) as runner:
         result = await runner.rollout(env.tasks()[0])
@@ -207,7 +159,9 @@ async def test_a_turn_limit_stops_the_rollout() -> None:
 
 
 async def test_a_raising_reward_voids_every_reward_of_the_trace() -> None:
-    env = counter_env(ExplodingTask)
+    from adapters.inproc import InprocRunner
+
+    env = counter_env("ExplodingTask")
     async with InprocRunner(env, bump_then_answer([5], "6")) as runner:
         result = await runner.rollout(env.tasks()[0])
     assert result.ok is False and result.rewards == {"reached": None, "explode": None}
@@ -215,13 +169,17 @@ async def test_a_raising_reward_voids_every_reward_of_the_trace() -> None:
 
 
 async def test_a_reward_that_needs_a_runtime_is_refused_before_any_rollout() -> None:
-    env = counter_env(RuntimeTask)
+    from adapters.inproc import EnvLoadError, InprocRunner
+
+    env = counter_env("RuntimeTask")
     async with InprocRunner(env, NonsensePolicy()) as runner:
         with pytest.raises(EnvLoadError, match="needs_files need a runtime"):
             await runner.run(env.tasks())
 
 
 def test_load_errors_name_the_env_and_the_cause(tmp_path: Path) -> None:
+    from adapters.inproc import EnvLoadError, load_env
+
     with pytest.raises(EnvLoadError, match=r"'no-such-env'.*not found"):
         load_env("no-such-env")
     with pytest.raises(EnvLoadError, match="num_taskz"):
@@ -238,6 +196,8 @@ def test_load_errors_name_the_env_and_the_cause(tmp_path: Path) -> None:
 def test_any_call_sequence_gives_a_linear_trace_with_the_tools_results(
     pairs: list[tuple[int, int]], answer: str
 ) -> None:
+    from adapters.inproc import InprocRunner
+
     env = reference_env("calc_chain", 1)
     (task,) = env.tasks()
     gold = task.data.answer
@@ -259,6 +219,8 @@ def test_any_call_sequence_gives_a_linear_trace_with_the_tools_results(
 
 
 async def test_per_rollout_seeds_reach_the_policy_and_must_match_the_rollout_count() -> None:
+    from adapters.inproc import InprocRunner
+
     seen: dict[str | None, int | None] = {}
 
     class Recorder:

@@ -1,18 +1,16 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 
-pytest.importorskip("tinker")
-
-from adapters.tinker.policy import TinkerPolicy
-from adapters.tinker.renderer import ChatTemplateRenderer
-from adapters.tiny.tokenizer import train_tokenizer
 from handlers.ports.policy import PolicyError
 from handlers.training import trajectory_to_datums
 from handlers.training.episodes import turn_from_training
-from tests.fakes.tinker import FakeSamplingClient
+
+# find_spec, not importorskip: collection must not import tinker (issue 18).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tinker") is None, reason="tinker is not installed")
 
 TOOLS = [
     {
@@ -28,6 +26,9 @@ TOOLS = [
 
 @pytest.fixture(scope="module")
 def renderer():
+    from adapters.tinker.renderer import ChatTemplateRenderer
+    from adapters.tiny.tokenizer import train_tokenizer
+
     texts = [
         "<|im_start|>user\nadd 2 and 3<|im_end|>\n<tool_call>\n"
         '{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
@@ -42,6 +43,9 @@ def reply_ids(renderer, text):
 
 
 async def test_turn_is_rendered_sampled_parsed_and_recorded(renderer):
+    from adapters.tinker.policy import TinkerPolicy
+    from tests.fakes.tinker import FakeSamplingClient
+
     call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
     sampler = FakeSamplingClient("tinker://w/1", lambda ids: reply_ids(renderer, call))
     policy = TinkerPolicy(model="Qwen/Qwen3-8B", renderer=renderer, sampler=sampler, sampler_version=3)
@@ -68,6 +72,9 @@ async def test_turn_is_rendered_sampled_parsed_and_recorded(renderer):
 
 
 async def test_sampler_failure_is_a_policy_error(renderer):
+    from adapters.tinker.policy import TinkerPolicy
+    from tests.fakes.tinker import FakeSamplingClient
+
     sampler = FakeSamplingClient("p", lambda ids: [1])
     sampler.fail_next = 1
     policy = TinkerPolicy(model="m", renderer=renderer, sampler=sampler, sampler_version=0)

@@ -8,10 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.tinker.qwen_xml import is_xml_tool_template, parse_xml_reply
-from adapters.tinker.renderer import template_messages, template_tools
-from adapters.tiny.chat import CHAT_TEMPLATE
-
 QWEN36_TEMPLATE = Path(__file__).resolve().parents[3] / "fixtures" / "tokenizers" / "qwen3_6" / "chat_template.jinja"
 
 REPLY = (
@@ -24,6 +20,8 @@ REPLY = (
 
 
 def test_a_reply_splits_into_reasoning_content_and_typed_calls() -> None:
+    from adapters.tinker.qwen_xml import parse_xml_reply
+
     reasoning, reply = parse_xml_reply(REPLY)
     assert reasoning == "The spec first."
     assert reply.content == "Reading it now."
@@ -34,6 +32,8 @@ def test_a_reply_splits_into_reasoning_content_and_typed_calls() -> None:
 
 
 def test_a_reply_without_thinking_or_calls_is_all_content() -> None:
+    from adapters.tinker.qwen_xml import parse_xml_reply
+
     reasoning, reply = parse_xml_reply("  Just an answer.  ")
     assert (reasoning, reply.content, reply.tool_calls) == ("", "Just an answer.", [])
 
@@ -47,17 +47,24 @@ def test_a_reply_without_thinking_or_calls_is_all_content() -> None:
     ],
 )
 def test_a_malformed_call_stays_visible_in_the_content(block: str) -> None:
+    from adapters.tinker.qwen_xml import parse_xml_reply
+
     _, reply = parse_xml_reply(f"Before.\n{block}")
     assert reply.tool_calls == []
     assert reply.content is not None and block in reply.content
 
 
 def test_the_dialect_is_told_by_the_template() -> None:
+    from adapters.tinker.qwen_xml import is_xml_tool_template
+    from adapters.tiny.chat import CHAT_TEMPLATE
+
     assert is_xml_tool_template(QWEN36_TEMPLATE.read_text(encoding="utf-8"))
     assert not is_xml_tool_template(CHAT_TEMPLATE)
 
 
 def test_template_messages_give_tool_call_arguments_as_mappings() -> None:
+    from adapters.tinker.renderer import template_messages
+
     messages = [
         {"role": "user", "content": "go"},
         {
@@ -76,6 +83,8 @@ def test_template_messages_give_tool_call_arguments_as_mappings() -> None:
 
 
 def test_template_tools_are_flat_name_description_parameters() -> None:
+    from adapters.tinker.renderer import template_tools
+
     tool = {"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}
     assert template_tools([tool]) == [{"name": "f", "description": "d", "parameters": {"type": "object"}}]
     with pytest.raises(ValueError, match="no function name"):

@@ -29,14 +29,11 @@ import json
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from adapters.agents.scripted import ScriptedPolicy, load_trajectory
-from adapters.tinker.convert import to_datum
-from adapters.tinker.renderer import ChatTemplateRenderer, template_tools
-from adapters.tiny.chat import parse_reply, render_prompt
 from engine.blobs import BlobStore
 from engine.runtime import Runtime
 from families.spec import load_spec
@@ -46,6 +43,10 @@ from handlers.episode.setup import opening_messages, template_files
 from handlers.training.datums import SampledTurn, trajectory_to_datums
 from tests.adapters.tinker.cookbook.venv import CookbookVenvError, ensure, run
 from tests.fakes import FakeValidator
+
+if TYPE_CHECKING:
+    from adapters.tinker.renderer import ChatTemplateRenderer
+
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -127,6 +128,8 @@ def cookbook(cookbook_env: Path, conversations: list[dict[str, Any]]) -> dict[st
 
 @pytest.fixture(scope="module")
 def ours(cookbook_env: Path) -> ChatTemplateRenderer:
+    from adapters.tinker.renderer import ChatTemplateRenderer
+
     return ChatTemplateRenderer.from_pretrained(str(cookbook_env / "tokenizer"))
 
 
@@ -195,6 +198,8 @@ def test_sampled_replies_parse_the_same(
 def test_datums_match(
     ours: ChatTemplateRenderer, conversations: list[dict[str, Any]], cookbook: dict[str, Any]
 ) -> None:
+    from adapters.tinker.convert import to_datum
+
     for case, theirs in zip(conversations, cookbook["cases"], strict=True):
         sampled = []
         for k, (i, turn) in enumerate(zip(_agent_turns(case["messages"]), theirs["turns"], strict=True)):
@@ -217,6 +222,9 @@ def test_the_comparison_sees_the_old_renderer_differ(
 ) -> None:
     """The checks above can fail: the renderer before the fix (tool-call arguments as the JSON strings of the
     OpenAI messages, tools OpenAI-shaped, hermes JSON parsing) differs from the cookbook on these very turns."""
+    from adapters.tinker.renderer import template_tools
+    from adapters.tiny.chat import parse_reply, render_prompt
+
     case, theirs = conversations[0], cookbook["cases"][0]
     i = _agent_turns(case["messages"])[1]  # a prompt with one agent turn in its history
     old = render_prompt(ours.tokenizer, case["messages"][:i], case["tools"])  # type: ignore[arg-type]

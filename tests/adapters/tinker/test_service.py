@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import tinker
-from tinker import types
 
-from adapters.tinker.service import TinkerService
+if TYPE_CHECKING:
+    from tinker import types
+
+    from adapters.tinker.service import TinkerService
 
 
 class Future:
@@ -50,6 +51,8 @@ class FakeServiceClient:
         return self._future("create_sampling_client", value, model_path=model_path, base_model=base_model)
 
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        from tinker import types
+
         self.calls.append(("get_server_capabilities", (), {}))
         if self.error is not None:
             raise self.error
@@ -61,6 +64,8 @@ class FakeServiceClient:
 
 
 def service(**kw: Any) -> tuple[TinkerService, list[FakeServiceClient]]:
+    from adapters.tinker.service import TinkerService
+
     built: list[FakeServiceClient] = []
 
     def factory(base_url: str | None) -> FakeServiceClient:
@@ -96,6 +101,8 @@ async def test_the_client_is_built_once_lazily_and_each_call_reaches_the_sdk_off
 
 
 async def test_a_client_that_never_answers_times_out_instead_of_stalling_the_loop() -> None:
+    from adapters.tinker.service import TinkerService
+
     built: list[FakeServiceClient] = []
 
     def factory(base_url: str | None) -> FakeServiceClient:
@@ -119,6 +126,8 @@ async def test_a_client_that_never_answers_times_out_instead_of_stalling_the_loo
 
 
 async def test_sdk_errors_reach_the_caller_unchanged() -> None:
+    import tinker
+
     error = tinker.APIConnectionError(request=None)  # type: ignore[arg-type]
     svc, _ = service(error=error)
     with pytest.raises(tinker.APIConnectionError):

@@ -1,38 +1,58 @@
-"""Shared fixtures: a random-init micro checkpoint (fast, no fixture files) for protocol-level tests."""
+"""Shared fixtures: a random-init micro checkpoint (fast, no fixture files) for protocol-level tests.
+
+torch and transformers load inside the fixtures, not at collection (issue 18)."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
-from tokenizers import Tokenizer, models
 
-from adapters.tiny.chat import render_text
-from adapters.tiny.model import Checkpoint, ModelSpec, build_model
-from adapters.tiny.tokenizer import train_tokenizer, wrap_tokenizer
-from adapters.tiny.traces import trace_messages
 from families import get_family
 
-MICRO = ModelSpec(
-    name="micro",
-    stands_in_for="none",
-    hidden_size=32,
-    num_layers=1,
-    num_heads=2,
-    num_kv_heads=1,
-    head_dim=16,
-    intermediate_size=64,
-)
+if TYPE_CHECKING:
+    from adapters.tiny.model import Checkpoint, ModelSpec
+
+# Where the trained tiny checkpoints live (``adapters.tiny.model.FIXTURE_DIR``, without importing torch);
+# test_model checks the two agree.
+TINY_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "tiny"
+# The names in ``adapters.tiny.model.MODEL_SPECS``, for parametrize at collection (test_model checks them).
+TINY_MODELS = ("tiny-0.6b", "tiny-1.7b")
+
+
+def micro_spec() -> ModelSpec:
+    from adapters.tiny.model import ModelSpec
+
+    return ModelSpec(
+        name="micro",
+        stands_in_for="none",
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread() -> None:
+    import torch
+
     torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
 def micro_ckpt() -> Checkpoint:
+    from tokenizers import Tokenizer, models
+
+    from adapters.tiny.chat import render_text
+    from adapters.tiny.model import Checkpoint, build_model
+    from adapters.tiny.tokenizer import train_tokenizer, wrap_tokenizer
+    from adapters.tiny.traces import trace_messages
+
     renderer = wrap_tokenizer(Tokenizer(models.BPE()))
     rng = random.Random(0)
     texts = []
@@ -42,6 +62,6 @@ def micro_ckpt() -> Checkpoint:
             messages = trace_messages(fam, fam.generate("train", seed), rng, 0.3)
             texts.append(render_text(renderer, messages, fam.tool_schemas(), add_generation_prompt=False))
     tokenizer = train_tokenizer(texts, vocab_size=400)
-    model = build_model(MICRO, tokenizer, seed=0)
+    model = build_model(micro_spec(), tokenizer, seed=0)
     model.eval()
     return Checkpoint("micro", model, tokenizer)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
-from adapters.tiny.chat import render_prompt
-from adapters.tiny.generate import SamplingParams, completion_logprobs, generate
-from adapters.tiny.tokenizer import stop_token_ids
 from families import SYSTEM_PROMPT, get_family
 
 
 def _prompts(ckpt, n=6):
+    from adapters.tiny.chat import render_prompt
+
     fam = get_family("calc_chain")
     out = []
     for seed in range(n):
@@ -24,11 +22,18 @@ def _prompts(ckpt, n=6):
 
 
 def _gen(ckpt, prompts, params):
+    from adapters.tiny.generate import generate
+    from adapters.tiny.tokenizer import stop_token_ids
+
     return generate(ckpt.model, prompts, params, stop_ids=stop_token_ids(ckpt.tokenizer), pad_id=0)
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
 def test_sampling_logprobs_equal_training_forward(micro_ckpt, temperature, top_p):
+    import torch
+
+    from adapters.tiny.generate import SamplingParams, completion_logprobs
+
     prompts = _prompts(micro_ckpt)
     samples = _gen(micro_ckpt, prompts, SamplingParams(temperature=temperature, top_p=top_p, max_tokens=24, seed=1))
     assert len({len(p) for p in prompts}) > 1
@@ -39,6 +44,10 @@ def test_sampling_logprobs_equal_training_forward(micro_ckpt, temperature, top_p
 
 
 def test_training_logprobs_carry_gradients(micro_ckpt):
+    import torch
+
+    from adapters.tiny.generate import SamplingParams, completion_logprobs
+
     prompts = _prompts(micro_ckpt, 2)
     samples = _gen(micro_ckpt, prompts, SamplingParams(max_tokens=8, seed=0))
     lps = completion_logprobs(micro_ckpt.model, prompts, [s.token_ids for s in samples])
@@ -49,6 +58,8 @@ def test_training_logprobs_carry_gradients(micro_ckpt):
 
 
 def test_a_row_samples_the_same_alone_or_in_a_batch(micro_ckpt):
+    from adapters.tiny.generate import SamplingParams
+
     prompts = _prompts(micro_ckpt)
     params = [SamplingParams(max_tokens=16, seed=100 + i) for i in range(len(prompts))]
     batched = _gen(micro_ckpt, prompts, params)
@@ -58,6 +69,8 @@ def test_a_row_samples_the_same_alone_or_in_a_batch(micro_ckpt):
 
 
 def test_seed_reproduces_and_differs(micro_ckpt):
+    from adapters.tiny.generate import SamplingParams
+
     prompt = _prompts(micro_ckpt, 1)
     a = _gen(micro_ckpt, prompt * 3, [SamplingParams(max_tokens=20, seed=s) for s in (5, 5, 6)])
     assert a[0].token_ids == a[1].token_ids
@@ -65,6 +78,10 @@ def test_seed_reproduces_and_differs(micro_ckpt):
 
 
 def test_greedy_is_argmax_and_max_tokens_is_honoured(micro_ckpt):
+    import torch
+
+    from adapters.tiny.generate import SamplingParams
+
     prompts = _prompts(micro_ckpt, 3)
     samples = _gen(micro_ckpt, prompts, [SamplingParams(temperature=0.0, max_tokens=m) for m in (1, 5, 9)])
     for sample, limit, prompt in zip(samples, (1, 5, 9), prompts, strict=True):
@@ -76,6 +93,8 @@ def test_greedy_is_argmax_and_max_tokens_is_honoured(micro_ckpt):
 
 
 def test_stop_token_ends_a_row_and_is_kept(micro_ckpt):
+    from adapters.tiny.generate import SamplingParams, generate
+
     prompts = _prompts(micro_ckpt, 4)
     # Make every token a stop token: each row stops after exactly one token, with reason "stop".
     vocab = list(range(len(micro_ckpt.tokenizer)))
@@ -84,6 +103,8 @@ def test_stop_token_ends_a_row_and_is_kept(micro_ckpt):
 
 
 def test_top_p_keeps_sampling_in_the_nucleus(micro_ckpt):
+    from adapters.tiny.generate import SamplingParams
+
     prompt = _prompts(micro_ckpt, 1)
     # A tiny top_p keeps only the most likely token: sampling equals greedy.
     nucleus = _gen(micro_ckpt, prompt * 4, [SamplingParams(top_p=1e-6, max_tokens=12, seed=s) for s in range(4)])
@@ -92,6 +113,8 @@ def test_top_p_keeps_sampling_in_the_nucleus(micro_ckpt):
 
 
 def test_bad_params_are_rejected():
+    from adapters.tiny.generate import SamplingParams
+
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0.0)
     with pytest.raises(ValueError, match="max_tokens"):

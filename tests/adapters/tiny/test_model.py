@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-import torch
 
-from adapters.tiny.model import BASE_MODEL_ALIASES, MODEL_SPECS, grow_model, resolve_model_name
-
-from .conftest import MICRO
+from .conftest import TINY_FIXTURES, TINY_MODELS, micro_spec
 
 
 def test_aliases_resolve_both_ways():
+    from adapters.tiny.model import BASE_MODEL_ALIASES, FIXTURE_DIR, MODEL_SPECS, resolve_model_name
+
+    assert FIXTURE_DIR == TINY_FIXTURES
+    assert tuple(MODEL_SPECS) == TINY_MODELS
     for name, spec in MODEL_SPECS.items():
         assert resolve_model_name(name) == name
         assert resolve_model_name(spec.stands_in_for) == name
@@ -22,7 +23,11 @@ def test_aliases_resolve_both_ways():
 
 
 def test_growth_preserves_the_function_and_adds_parameters(micro_ckpt):
-    bigger = msgspec.structs.replace(MICRO, num_layers=3, intermediate_size=96)
+    import torch
+
+    from adapters.tiny.model import grow_model
+
+    bigger = msgspec.structs.replace(micro_spec(), num_layers=3, intermediate_size=96)
     grown = grow_model(micro_ckpt.model, bigger, seed=1)
     grown.train(False)
     ids = torch.randint(0, len(micro_ckpt.tokenizer), (3, 20))
@@ -37,7 +42,10 @@ def test_growth_preserves_the_function_and_adds_parameters(micro_ckpt):
 
 
 def test_growth_refuses_to_shrink(micro_ckpt):
+    from adapters.tiny.model import grow_model
+
+    micro = micro_spec()
     with pytest.raises(ValueError, match="cannot remove"):
-        grow_model(micro_ckpt.model, msgspec.structs.replace(MICRO, intermediate_size=32), seed=0)
+        grow_model(micro_ckpt.model, msgspec.structs.replace(micro, intermediate_size=32), seed=0)
     with pytest.raises(ValueError, match="hidden size"):
-        grow_model(micro_ckpt.model, msgspec.structs.replace(MICRO, hidden_size=64), seed=0)
+        grow_model(micro_ckpt.model, msgspec.structs.replace(micro, hidden_size=64), seed=0)

@@ -7,14 +7,14 @@ import math
 
 import msgspec
 
-from adapters.tiny.model import load_checkpoint, save_checkpoint
-from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES, TrainSettings, build_tokenizer, readme, sft_model
 from families import FAMILIES
 
-from .conftest import MICRO
+from .conftest import micro_spec
 
 
 def test_tokenizer_build_is_deterministic():
+    from adapters.tiny.pretrain import build_tokenizer
+
     a = build_tokenizer(3, per_family=8, vocab_size=300)
     b = build_tokenizer(3, per_family=8, vocab_size=300)
     assert a.get_vocab() == b.get_vocab()
@@ -22,9 +22,12 @@ def test_tokenizer_build_is_deterministic():
 
 
 def test_sft_runs_saves_and_reloads(tmp_path):
+    from adapters.tiny.model import load_checkpoint, save_checkpoint
+    from adapters.tiny.pretrain import TrainSettings, build_tokenizer, sft_model
+
     tok = build_tokenizer(0, per_family=8, vocab_size=300)
     settings = TrainSettings(steps=3, batch=2, lr=1e-3, warmup=1, noise=0.5, copy_steps=2, copy_batch=2)
-    ckpt, history = sft_model(MICRO, tok, settings, seed=0, families=("calc_chain",))
+    ckpt, history = sft_model(micro_spec(), tok, settings, seed=0, families=("calc_chain",))
     assert [h["step"] for h in history] == [1, 2, 3]
     assert all(math.isfinite(h["loss"]) for h in history)
     meta = {"name": "micro", "seed": 0, "train": settings.as_dict()}
@@ -37,6 +40,8 @@ def test_sft_runs_saves_and_reloads(tmp_path):
 
 
 def test_defaults_keep_the_held_out_family_out_of_sft():
+    from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES
+
     held_out = [name for name in FAMILIES if name == "triage"]
     assert held_out and not set(held_out) & set(SFT_FAMILIES)
     for settings in DEFAULTS.values():
@@ -45,6 +50,8 @@ def test_defaults_keep_the_held_out_family_out_of_sft():
 
 
 def test_readme_lists_every_model_and_family():
+    from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES, readme
+
     scores = {f: {"t1": 0.25, "greedy": 0.5, "answered_t1": 1.0} for f in FAMILIES}
     metas = [
         {

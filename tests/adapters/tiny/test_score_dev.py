@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-import adapters.tiny.scorer as scorer
-from adapters.tiny.model import FIXTURE_DIR, load_checkpoint
 from families import EVAL_KEY_SEAL_ENV, EvalKeySealed, current_key, dev_eval_tasks, get_family
+from tests.adapters.tiny.conftest import TINY_FIXTURES
 
 
 def _no_hidden(*_a: object, **_k: object) -> None:
     raise AssertionError("the dev scorer reached the hidden set")
 
 
-@pytest.mark.skipif(not (FIXTURE_DIR / "tiny-0.6b" / "model.safetensors").exists(), reason="no tiny checkpoint")
+@pytest.mark.skipif(not (TINY_FIXTURES / "tiny-0.6b" / "model.safetensors").exists(), reason="no tiny checkpoint")
 def test_score_dev_needs_neither_key_nor_hidden_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    import adapters.tiny.scorer as scorer
+    from adapters.tiny.model import load_checkpoint
+
     ckpt = load_checkpoint("tiny-0.6b")
     monkeypatch.setattr(scorer, "hidden_tasks", _no_hidden)
     monkeypatch.setenv(EVAL_KEY_SEAL_ENV, "1")

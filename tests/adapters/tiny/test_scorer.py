@@ -8,24 +8,22 @@ import json
 import httpx
 import pytest
 
-from adapters.tiny.episodes import request_seed
-from adapters.tiny.generate import SamplingParams
-from adapters.tiny.model import FIXTURE_DIR, MODEL_SPECS, load_checkpoint
-from adapters.tiny.scorer import eval_max_turns, score_hidden, score_tasks
-from adapters.tiny.server import TinyServer
 from families import SYSTEM_PROMPT, current_key, get_family, hidden_tasks
+from tests.adapters.tiny.conftest import TINY_FIXTURES, TINY_MODELS
 
 
 def _built(*names: str) -> bool:
-    return all((FIXTURE_DIR / n / "model.safetensors").exists() for n in names)
+    return all((TINY_FIXTURES / n / "model.safetensors").exists() for n in names)
 
 
-needs_fixtures = pytest.mark.skipif(not _built(*MODEL_SPECS), reason="run python -m adapters.tiny.pretrain")
+needs_fixtures = pytest.mark.skipif(not _built(*TINY_MODELS), reason="run python -m adapters.tiny.pretrain")
 needs_small = pytest.mark.skipif(not _built("tiny-0.6b"), reason="run python -m adapters.tiny.pretrain")
 
 
 @pytest.fixture(scope="module")
 def small():
+    from adapters.tiny.model import load_checkpoint
+
     return load_checkpoint("tiny-0.6b")
 
 
@@ -51,6 +49,8 @@ async def _chat(client: httpx.AsyncClient, url: str, body: dict, session: str) -
 
 async def _play(client, url, family, task, index, params, max_turns):
     """An OpenAI-client episode loop against the server: the reply and the reward."""
+    from adapters.tiny.episodes import request_seed
+
     box = family.tools(task)
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.prompt}]
     reply = ""
@@ -82,6 +82,10 @@ async def _play(client, url, family, task, index, params, max_turns):
     ("family_name", "temperature"), [("calc_chain", 0.0), pytest.param("ledger", 1.0, marks=pytest.mark.slow)]
 )
 async def test_in_process_score_equals_server_score(small, family_name, temperature):
+    from adapters.tiny.generate import SamplingParams
+    from adapters.tiny.scorer import eval_max_turns, score_tasks
+    from adapters.tiny.server import TinyServer
+
     family = get_family(family_name)
     tasks = list(hidden_tasks(family))[:6]
     params = SamplingParams(temperature=temperature, max_tokens=96, seed=7)
@@ -99,8 +103,12 @@ async def test_in_process_score_equals_server_score(small, family_name, temperat
     assert 0 < sum(report.rewards) < len(tasks) or temperature == 0.0
 
 
-@pytest.mark.parametrize("name", list(MODEL_SPECS))
+@pytest.mark.parametrize("name", TINY_MODELS)
 def test_checkpoint_loads_and_makes_a_well_formed_first_call(name):
+    from adapters.tiny.generate import SamplingParams
+    from adapters.tiny.model import MODEL_SPECS, load_checkpoint
+    from adapters.tiny.scorer import score_tasks
+
     if not _built(name):
         pytest.skip("run python -m adapters.tiny.pretrain")
     ckpt = load_checkpoint(name)
@@ -120,6 +128,9 @@ def test_checkpoint_loads_and_makes_a_well_formed_first_call(name):
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "family"), [("tiny-0.6b", "calc_chain")])  # the larger one: ~4x the time
 def test_checkpoint_scores_its_recorded_base(name, family):
+    from adapters.tiny.model import load_checkpoint
+    from adapters.tiny.scorer import score_hidden
+
     if not _built(name):
         pytest.skip("run python -m adapters.tiny.pretrain")
     ckpt = load_checkpoint(name)
@@ -135,12 +146,16 @@ def test_checkpoint_scores_its_recorded_base(name, family):
 
 @needs_fixtures
 def test_larger_model_is_the_stronger_base():
+    from adapters.tiny.model import MODEL_SPECS, load_checkpoint
+
     scores = {n: load_checkpoint(n).meta["base_scores"] for n in MODEL_SPECS}
     small, large = (sum(s[f]["t1"] for f in ("calc_chain", "ledger", "string_pipeline")) for s in scores.values())
     assert large > small
 
 
 def test_unknown_model_name_is_a_clear_error(tmp_path):
+    from adapters.tiny.model import load_checkpoint
+
     with pytest.raises(FileNotFoundError, match="not a checkpoint directory nor a known tiny model"):
         load_checkpoint("Qwen/Qwen3-99B")
     with pytest.raises(FileNotFoundError):

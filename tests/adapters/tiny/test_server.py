@@ -7,13 +7,8 @@ import json
 
 import httpx
 import pytest
-import torch
 
 from adapters.openai_server import ChatRequest, Message
-from adapters.tiny.chat import render_prompt
-from adapters.tiny.generate import completion_logprobs
-from adapters.tiny.policy import TinyPolicy
-from adapters.tiny.server import TinyServer
 from families import SYSTEM_PROMPT, get_family
 
 FAMILY = get_family("calc_chain")
@@ -46,6 +41,12 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict, session: str) -
 
 
 async def test_stream_shape_usage_and_samples(micro_ckpt):
+    import torch
+
+    from adapters.tiny.chat import render_prompt
+    from adapters.tiny.generate import completion_logprobs
+    from adapters.tiny.server import TinyServer
+
     async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
         raw = await _post(
             client, server.base_url + "/chat/completions", _body("Start with 2.", max_tokens=7, seed=3), "s1"
@@ -84,6 +85,9 @@ async def test_stream_shape_usage_and_samples(micro_ckpt):
 
 async def test_tool_call_text_becomes_tool_calls_delta(micro_ckpt, monkeypatch):
     # The decode is replaced so the micro model "says" a tool call: the text -> Reply -> SSE path is tested.
+    from adapters.tiny.policy import TinyPolicy
+    from adapters.tiny.server import TinyServer
+
     policy = TinyPolicy(micro_ckpt)
     text = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 5}}\n</tool_call>'
     monkeypatch.setattr(micro_ckpt.tokenizer, "decode", lambda ids, skip_special_tokens=False: text)
@@ -102,6 +106,9 @@ async def test_tool_call_text_becomes_tool_calls_delta(micro_ckpt, monkeypatch):
 
 
 async def test_concurrent_requests_share_a_batch(micro_ckpt):
+    from adapters.tiny.policy import TinyPolicy
+    from adapters.tiny.server import TinyServer
+
     policy = TinyPolicy(micro_ckpt, window_ms=50)
     async with TinyServer(policy) as server, httpx.AsyncClient(timeout=60) as client:
         url = server.base_url + "/chat/completions"
@@ -114,6 +121,8 @@ async def test_concurrent_requests_share_a_batch(micro_ckpt):
 
 
 async def test_sampling_parameters_reach_the_sampler(micro_ckpt):
+    from adapters.tiny.policy import TinyPolicy
+
     policy = TinyPolicy(micro_ckpt, default_max_tokens=11)
     request = ChatRequest(
         model="m",
@@ -130,6 +139,8 @@ async def test_sampling_parameters_reach_the_sampler(micro_ckpt):
 
 
 async def test_bad_sampling_parameter_is_an_error_not_a_hang(micro_ckpt):
+    from adapters.tiny.server import TinyServer
+
     async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
         resp = await client.post(server.base_url + "/chat/completions", json=_body("x", top_p=0))
     assert resp.status_code == 500
@@ -138,6 +149,8 @@ async def test_bad_sampling_parameter_is_an_error_not_a_hang(micro_ckpt):
 
 @pytest.mark.parametrize("path", ["/tiny/samples", "/tiny/info"])
 async def test_trainer_routes(micro_ckpt, path):
+    from adapters.tiny.server import TinyServer
+
     async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
         resp = await client.get(server.base_url + path)
     if path.endswith("samples"):
@@ -147,6 +160,7 @@ async def test_trainer_routes(micro_ckpt, path):
 
 
 async def test_stop_string_cuts_text_tokens_and_logprobs(micro_ckpt):
+    from adapters.tiny.policy import TinyPolicy
     from adapters.tiny.tokenizer import decode_reply
 
     policy = TinyPolicy(micro_ckpt)

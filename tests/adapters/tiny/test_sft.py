@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import random
 
-import torch
-
-from adapters.tiny.chat import render_prompt
-from adapters.tiny.sft import encode_conversation, sft_loss
 from adapters.tiny.traces import trace_messages
 from families import get_family
 
 
 def test_mask_is_the_assistant_turns(micro_ckpt):
+    from adapters.tiny.chat import render_prompt
+    from adapters.tiny.sft import encode_conversation
+
     tok = micro_ckpt.tokenizer
     fam = get_family("calc_chain")
     task = fam.generate("train", 3)
@@ -42,6 +41,10 @@ def test_mask_is_the_assistant_turns(micro_ckpt):
 
 def test_sft_loss_decreases_on_a_repeated_batch(micro_ckpt):
     import copy
+
+    import torch
+
+    from adapters.tiny.sft import encode_conversation, sft_loss
 
     model = copy.deepcopy(micro_ckpt.model)
     fam = get_family("ledger")

@@ -5,9 +5,6 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.tiny.chat import SPECIAL_TOKENS, TEXT_TOKENS
-from adapters.tiny.tokenizer import stop_token_ids
-
 
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(max_size=80))
@@ -28,6 +25,9 @@ def test_digits_are_one_token_each(micro_ckpt, number):
 
 
 def test_control_tokens_are_single_ids_and_only_controls_are_skipped(micro_ckpt):
+    from adapters.tiny.chat import SPECIAL_TOKENS, TEXT_TOKENS
+    from adapters.tiny.tokenizer import stop_token_ids
+
     tok = micro_ckpt.tokenizer
     for token in (*SPECIAL_TOKENS, *TEXT_TOKENS):
         assert len(tok(token, add_special_tokens=False)["input_ids"]) == 1, token

@@ -25,7 +25,6 @@ from events import (
 from handlers.registry import default_projections
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
 from views.report import write_report
-from views.report.plots import PLOTS
 
 
 def _write(run: Path, *, stopped: bool) -> None:
@@ -69,6 +68,8 @@ def _write(run: Path, *, stopped: bool) -> None:
 
 
 def test_an_episode_run_reports_its_reward_its_curve_and_that_it_was_cut_short(tmp_path: Path) -> None:
+    from views.report.plots import PLOTS
+
     run = tmp_path / "runs" / "ep-1"
     _write(run, stopped=True)
     files = write_report(run, tmp_path / "out")
