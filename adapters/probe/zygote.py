@@ -81,6 +81,14 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
 
 
+def _trees_under_tmp() -> list[str]:
+    """The interpreter's trees (prefixes, the executable's directory) that lie under /tmp, outermost only."""
+    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    roots.add(os.path.dirname(os.path.realpath(sys.executable)))
+    under = sorted(os.path.realpath(r) for r in roots if os.path.realpath(r).startswith("/tmp/"))
+    return [p for i, p in enumerate(under) if not any(p.startswith(q + "/") or p == q for q in under[:i])]
+
+
 def _confine(ws: str, tmpfs_bytes: int) -> None:
     """C1, still root in the zygote's namespaces: new namespaces and mounts of its own (see the docstring)."""
     _call("prctl", _PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -90,7 +98,16 @@ def _confine(ws: str, tmpfs_bytes: int) -> None:
         _mount(ws, "/sandbox/ws", None, _MS_BIND)
         _mount("none", "/sandbox/ws", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     _tmpfs(_SPOOL, 4096, "0000")  # every other submission's copy disappears
+    # Python or the venv may live under /tmp (a clone in /tmp, say): the zygote's bwrap binds it there, and the
+    # child's fresh /tmp would hide it, and with it every package's metadata (verifiers reads its own). Keep
+    # each such tree: held open now, bound back (read-only, with its masks) onto the fresh tmpfs.
+    held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in _trees_under_tmp()]
     _tmpfs("/tmp", tmpfs_bytes, "1777")
+    for path, fd in held:
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
+        _mount("none", path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        os.close(fd)
     _tmpfs("/sandbox/home", tmpfs_bytes, "0777")
     _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
     _loopback_up()

@@ -156,3 +156,22 @@ def test_the_isolation_line_names_the_path() -> None:
     assert "+ warm path (a fork of the probe's zygote" in warm and "unavailable" not in warm
     assert "+ cold path (a bubblewrap sandbox" in cold and cold.endswith("[warm unavailable: no zygote here]")
     assert json.dumps(warm)  # plain text, recorded as is in the report
+
+
+def test_a_python_under_tmp_is_kept_visible_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clone (and its venv) under /tmp: the child's fresh /tmp would hide it and every package's metadata
+    (seen in a CI clone at /tmp/ciclone: "No package metadata was found for verifiers"). The child keeps the
+    outermost interpreter trees under /tmp and binds them back; trees elsewhere need nothing."""
+    from adapters.probe import zygote
+
+    monkeypatch.setattr(zygote.sys, "prefix", "/tmp/clone/.venv")
+    monkeypatch.setattr(zygote.sys, "exec_prefix", "/tmp/clone/.venv")
+    monkeypatch.setattr(zygote.sys, "base_prefix", "/tmp/py")
+    monkeypatch.setattr(zygote.sys, "base_exec_prefix", "/tmp/py/lib/..")
+    monkeypatch.setattr(zygote.sys, "executable", "/usr/bin/python3")
+    assert zygote._trees_under_tmp() == ["/tmp/clone/.venv", "/tmp/py"]
+    monkeypatch.setattr(zygote.sys, "prefix", "/opt/venv")
+    monkeypatch.setattr(zygote.sys, "exec_prefix", "/opt/venv")
+    monkeypatch.setattr(zygote.sys, "base_prefix", "/usr")
+    monkeypatch.setattr(zygote.sys, "base_exec_prefix", "/usr")
+    assert zygote._trees_under_tmp() == []
