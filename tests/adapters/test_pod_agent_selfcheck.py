@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -42,6 +43,7 @@ async def test_no_job_is_taken_while_the_check_runs_then_it_is(tmp_path: Path) -
 
     def slow() -> SelfCheck:
         release.wait(5)
+        time.sleep(0.01)  # the thread may first run after the release: the check still takes measurable time
         return SelfCheck(items=[SelfCheckItem(name="gpu", ok=True, detail="1 x H100")])
 
     core = AgentCore(FakeInnerTrainer(), tmp_path, self_check=slow)
