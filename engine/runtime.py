@@ -154,6 +154,12 @@ class Runtime:
                 with anyio.move_on_after(self.reactor_grace_s):
                     await self.wait_until(lambda: self._reactors == 0)
                 await self.log.drain()  # what the reactors emitted while finishing
+            else:
+                # Leaving on an error is still an orderly exit: what was acknowledged (emit returns once a record
+                # is in the buffer) reaches the file, e.g. the run.finished a failed run records before it raises.
+                # Bounded and shielded: the error may be the log's own, or a cancellation.
+                with anyio.move_on_after(self.reactor_grace_s, shield=True):
+                    await self.log.drain()
         finally:
             self._tg.cancel_scope.cancel()
             for s in self._subscribers:

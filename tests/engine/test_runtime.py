@@ -296,3 +296,23 @@ async def test_misuse_is_refused(tmp_path: Path) -> None:
         rt.log.close()
     with pytest.raises(ValueError, match="projection names must be unique"):
         Runtime(tmp_path, [*projections(), *projections()])
+
+
+async def test_an_error_exit_still_writes_what_was_acknowledged(tmp_path: Path) -> None:
+    """emit returns once a record is in the buffer; leaving the runtime on an error (not a crash) must not drop it:
+    a failed run's run.finished was lost this way (seen in CI: the log ended at the job.queued before it)."""
+
+    class Boom(Exception):
+        pass
+
+    raised = False
+    try:
+        async with Runtime(tmp_path / "run", []) as rt:
+            for i in range(50):
+                await rt.emit(JobQueued(job_id=f"j{i}", episode_id="e", family="f", base_model="m", bundle="b"))
+            raise Boom
+    except* Boom:  # the runtime's task group wraps it
+        raised = True
+    assert raised
+    records = read_log(tmp_path / "run" / "events.jsonl").records
+    assert [r.event.job_id for r in records if isinstance(r.event, JobQueued)] == [f"j{i}" for i in range(50)]
