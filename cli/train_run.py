@@ -171,7 +171,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         finally:
             await backend.aclose()
         if failure:
-            await rt.emit_durable(RunFinished(status="failed", reason=failure))  # on disk before the error is told
+            await rt.emit(RunFinished(status="failed", reason=failure))
             raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")
         await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps applied"))
         for line in summary_lines(rt, ran_on):

@@ -56,11 +56,12 @@ if TYPE_CHECKING:
     from .chat import ParsedReply, ParsedToolCall, parse_reply, render_prompt, render_text
     from .episodes import Episode, TurnSample, request_seed, run_episodes
     from .generate import Sample, SamplingParams, completion_logprobs, generate
-    from .model import MODEL_SPECS, Checkpoint, ModelSpec, load_checkpoint, resolve_model_name, save_checkpoint
+    from .model import Checkpoint, load_checkpoint, save_checkpoint
     from .policy import RequestSample, TinyPolicy
     from .scorer import ScoreReport, eval_max_turns, score_hidden, score_tasks
     from .server import TinyServer
     from .sft import encode_conversation, sft_loss
+    from .specs import MODEL_SPECS, ModelSpec, resolve_model_name
     from .tokenizer import decode_reply, stop_token_ids
 
 # Lazy: importing one piece (the chat format, the tokenizer) must not load torch and transformers.
@@ -78,11 +79,11 @@ _WHERE = {
     "SamplingParams": "generate",
     "completion_logprobs": "generate",
     "generate": "generate",
-    "MODEL_SPECS": "model",
+    "MODEL_SPECS": "specs",
     "Checkpoint": "model",
-    "ModelSpec": "model",
+    "ModelSpec": "specs",
     "load_checkpoint": "model",
-    "resolve_model_name": "model",
+    "resolve_model_name": "specs",
     "save_checkpoint": "model",
     "RequestSample": "policy",
     "TinyPolicy": "policy",

@@ -5,26 +5,22 @@ torch and transformers load inside the fixtures, not at collection (issue 18).""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from adapters.tiny.specs import FIXTURE_DIR, MODEL_SPECS, ModelSpec
 from families import get_family
 
 if TYPE_CHECKING:
-    from adapters.tiny.model import Checkpoint, ModelSpec
+    from adapters.tiny.model import Checkpoint
 
-# Where the trained tiny checkpoints live (``adapters.tiny.model.FIXTURE_DIR``, without importing torch);
-# test_model checks the two agree.
-TINY_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "tiny"
-# The names in ``adapters.tiny.model.MODEL_SPECS``, for parametrize at collection (test_model checks them).
-TINY_MODELS = ("tiny-0.6b", "tiny-1.7b")
+# Where the trained tiny checkpoints live, and their names (for parametrize at collection): torch-free.
+TINY_FIXTURES = FIXTURE_DIR
+TINY_MODELS = tuple(MODEL_SPECS)
 
 
 def micro_spec() -> ModelSpec:
-    from adapters.tiny.model import ModelSpec
-
     return ModelSpec(
         name="micro",
         stands_in_for="none",
