@@ -127,12 +127,19 @@ def eval_packages() -> EvalPackages:
 
     from families.eval_env import pack_eval_package
 
-    built: dict[str, bytes] = {}
+    built: dict[str, asyncio.Future[bytes]] = {}
 
     async def package(family: str) -> bytes:
+        # Single flight: pods asking for the same family at once share one build (it takes seconds).
         if family not in built:
-            built[family] = await asyncio.to_thread(pack_eval_package, family)
-        return built[family]
+            built[family] = asyncio.ensure_future(asyncio.to_thread(pack_eval_package, family))
+        flight = built[family]
+        try:
+            return await asyncio.shield(flight)
+        except Exception:
+            if built.get(family) is flight:
+                del built[family]  # a failed build is tried again by the next caller
+            raise
 
     return package
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path, PurePosixPath
 
+from families.source_parse import parse_source
+
 __all__ = ["FORBIDDEN_PACKAGES", "scan_env"]
 
 FORBIDDEN_PACKAGES = ("families", "handlers", "engine", "events", "adapters")
@@ -132,7 +134,7 @@ def scan_env(workspace: Path, env_path: str) -> tuple[list[str], int]:
     for path in files:
         rel = path.relative_to(workspace).as_posix()
         try:
-            tree = ast.parse(path.read_bytes(), filename=rel)
+            tree = parse_source(path.read_bytes(), rel)
         except SyntaxError as exc:
             findings.append(f"{rel}:{exc.lineno or 0}: syntax error: {exc.msg}")
             continue

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import msgspec
 
+from families.source_parse import parse_source
+
 __all__ = ["THIRD_PARTY", "VendorError", "VendoredFamily", "vendor_family"]
 
 # Third-party modules a family may import, and the requirement each adds to the generated package.
@@ -136,7 +138,7 @@ def vendor_family(module_name: str, class_name: str, root: Path | None = None) -
         if rel == Path("__init__.py"):
             raise VendorError(f"{origin}:{line}: imports from the {_PACKAGE} package itself; import the module")
         source = path.read_text()
-        tree = ast.parse(source, filename=str(path))
+        tree = parse_source(source, str(path))
         files[f"_family/{rel.as_posix()}"] = source
         requirements.update(_third_party(path, root, tree))
         # Every package between the root and this module needs its __init__ as well.
