@@ -96,6 +96,10 @@ class CpuTrainer:
         self.batch_size = batch_size
         # Without bubblewrap every job fails with config_error (one line naming what is missing) unless opted in.
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        # The untrained base's scores, per (checkpoint file, family, eval settings, eval key): every job on this pod
+        # that starts from the same base gets the same pre-score (same tasks, same seed), so it is taken once.
+        # A multi-job episode's later jobs, and an outer loop's many jobs per base, skip a whole eval each.
+        self._base_scores: dict[tuple[object, ...], tuple[Any, dict[str, float]]] = {}
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -154,6 +158,7 @@ class CpuTrainer:
         except (FileNotFoundError, KeyError) as exc:
             raise _Failed("config_error", f"job.toml: [prime_rl].model = {settings.model!r}: {exc}") from exc
         assert ckpt.path is not None  # loaded from a directory
+        base_dir: Path = ckpt.path
         env_src = (root / config.env.path).resolve()
         if not env_src.is_relative_to(root.resolve()):  # job.toml is agent-written: stay in the bundle
             raise _Failed("config_error", f"job.toml: [env].path = {config.env.path!r}: outside the job bundle")
@@ -164,13 +169,25 @@ class CpuTrainer:
 
         async def pre_score() -> tuple[Any, dict[str, float]]:
             phase = time.monotonic()
-            pre = await self._score(ckpt, job.family, temperature)
-            dev: dict[str, float] = {}
-            if dev_eval:
-                dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
+            try:
+                base_key = _base_key(base_dir, job.family, temperature, self.eval_seed, self.eval_limit, dev_eval)
+            except Exception:  # no key or no weights file here: the scoring below reports it, uncached
+                base_key = None
+            cached = None if base_key is None else self._base_scores.get(base_key)
+            if cached is None:
+                pre = await self._score(ckpt, job.family, temperature)
+                dev: dict[str, float] = {}
+                if dev_eval:
+                    dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
+                if base_key is not None:
+                    self._base_scores[base_key] = (pre, dev)
+                note = ""
+            else:
+                pre, dev = cached
+                note = " (this base's score, taken by an earlier job on this pod)"
             timings["pre_score"] = time.monotonic() - phase
-            await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}"))
-            return pre, dev
+            await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}{note}"))
+            return pre, dict(dev)
 
         # The pre-score and the training are independent (both start from the base checkpoint; the child trains
         # its own copy), so they run at once: on a 2-core machine the child's start-up (torch, transformers and
@@ -300,6 +317,28 @@ class CpuTrainer:
             raise _Failed(
                 "scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}", isolation=isolation
             ) from exc
+
+
+def _base_key(
+    path: Path, family: str, temperature: float, seed: int, limit: int | None, dev_eval: bool
+) -> tuple[object, ...]:
+    """What a base model's pre-score depends on: the checkpoint file (a rebuilt one has another size or mtime),
+    the family's hidden set (the eval key), and the scoring settings."""
+    from families import current_key
+
+    weights = path / "model.safetensors"
+    stat = weights.stat()
+    return (
+        str(weights.resolve()),
+        stat.st_size,
+        stat.st_mtime_ns,
+        family,
+        current_key().fingerprint,
+        temperature,
+        seed,
+        limit,
+        dev_eval,
+    )
 
 
 def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:

@@ -233,3 +233,48 @@ async def test_a_collapsed_batch_rolls_back_to_the_last_healthy_weights(
     # After the rollback the model is what it was before the last healthy update (the snapshot of step 2).
     assert not all(torch.equal(weights[1][k], v) for k, v in weights[2].items())
     assert all(torch.equal(weights[1][k], v) for k, v in weights[3].items())
+
+
+async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base's hidden-eval score is the same for every job that starts from it (same tasks, same seed):
+    the second job on the pod reuses it; a different eval setting is scored again. (Training is faked: what is
+    checked is which scores are taken.)"""
+    import adapters.tiny.scorer
+    from adapters.cpu_trainer import CpuTrainer, _trainer
+    from adapters.cpu_trainer._loop import TrainReport
+    from adapters.cpu_trainer._supervise import ChildOutcome
+
+    scored: list[str] = []
+    real_score = adapters.tiny.scorer.score_hidden
+
+    def counting_score(ckpt, family, **kwargs):  # type: ignore[no-untyped-def]
+        scored.append(ckpt.name)
+        return real_score(ckpt, family, **kwargs)
+
+    async def fake_train(**kwargs: object) -> ChildOutcome:
+        report = TrainReport(steps=[], stop_reason="max_steps", rollbacks=0, rollout_seconds=0.0, learn_seconds=0.0)
+        weights = random_checkpoint / "model.safetensors"  # "trained" = the base weights
+        return ChildOutcome(
+            report=report, weights=weights, isolation="none", note="", uid=None, rlimits={}, setup_seconds=0.0,
+            wall_seconds=0.0,
+        )  # fmt: skip
+
+    monkeypatch.setattr(adapters.tiny.scorer, "score_hidden", counting_score)
+    monkeypatch.setattr(_trainer, "train_in_child", fake_train)
+    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True)
+    seen: list[Progress] = []
+
+    async def record(p: Progress) -> None:
+        seen.append(p)
+
+    first = await trainer.run(bundle(tmp_path / "a", str(random_checkpoint)), record)
+    second = await trainer.run(bundle(tmp_path / "b", str(random_checkpoint)), record)
+    assert first.ok and second.ok, (first.detail, second.detail)
+    assert second.pre == first.pre
+    assert len(scored) == 3  # the base once, then each job's post-score
+    assert any("taken by an earlier job" in p.message for p in seen)
+    trainer.eval_limit = 1  # another eval setting: another pre-score
+    third = await trainer.run(bundle(tmp_path / "c", str(random_checkpoint)), record)
+    assert third.ok and len(scored) == 5
