@@ -8,8 +8,9 @@ run exactly as ``ait train`` builds and runs it: the replica's workspace (``temp
 (``adapters.cpu_trainer.make_trainer`` with the ``--trainer-opt`` options): real GRPO on the tiny inner model in
 its sandboxed child, post-scored on the spec's hidden eval. One trainer serves every job, as a warm pod does (the
 base model's pre-score is computed once per model and family). The reward is the real formula
-(``handlers.reward.formula.compute_reward``) with the replica's config: a first-try validation, ``w_speed = 0``
-(wall time is not reproducible), ``best_pre`` frozen = the best untrained model's score on the same hidden tasks.
+(``handlers.reward.formula.compute_reward``) with the replica's ``[reward]`` (examples/configs/replica.toml: no
+speed term, wall time is not reproducible) for a first-try validation, ``best_pre`` frozen = the best untrained
+model's score on the same hidden tasks (the jobs' own pre-scores, both models).
 
 Repeat r trains with trainer seed ``--seed + r`` (``--same-seed``: every repeat uses ``--seed``, a determinism
 check). Prints per job and a table per choice: mean reward over families x repeats with a bootstrap 95% interval,
@@ -52,8 +53,19 @@ from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward  
 
 TEMPLATE = ROOT / "examples" / "replica" / "template"
 TASKS = ROOT / "examples" / "replica" / "tasks"
-#: The replica's reward: the live weights but no speed term (wall time is not reproducible on a shared machine).
-REWARD = RewardConfig(w_speed=0.0)
+CONFIG = ROOT / "examples" / "configs" / "replica.toml"
+
+
+def replica_reward() -> RewardConfig:
+    """The replica config's ``[reward]`` (no speed term: wall time is not reproducible), else the same weights."""
+    if CONFIG.exists():
+        import tomllib
+
+        return RewardConfig.from_mapping(tomllib.loads(CONFIG.read_text()).get("reward", {}), source=str(CONFIG))
+    return RewardConfig(w_validation=0.35, w_quality=0.65, w_speed=0.0)
+
+
+REWARD = replica_reward()
 
 
 def spec_of(family: str) -> tuple[TaskSpec, bytes]:
