@@ -68,7 +68,9 @@ def replay(
     """Fold the log at ``path`` (up to and including seq ``until``) into ``projections`` (+ effects)."""
     projs: list[Projection[Any]] = [*projections, EffectsProjection()]
     states: dict[str, Any] = {p.name: p.initial() for p in projs}
-    scan = scan_log(path)
+    # The fast path's blocks are the decoder's envelopes (seq, ts, event), not a Recorded made per line: the
+    # folds, the derivers and the counts only read those attributes, and nothing here keeps a record.
+    scan = scan_log(path, records=False)
     folder = Folder(projs)
     fold_states = [states[p.name] for p in projs]  # the Folder's view; written back below
     by_class: Counter[type[EventBody]] = Counter()  # counted by class (two C-level maps), named at the end
