@@ -11,7 +11,6 @@ it is never given work again and is terminated. ``gone`` is final: terminated, o
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Final
 
 import msgspec
@@ -52,9 +51,6 @@ LIVE: Final = frozenset({"requested", "provisioning", "ready", "busy", "idle"}) 
 AVAILABLE: Final = frozenset({"ready", "idle"})  # may take a job
 BOOTING: Final = frozenset({"requested", "provisioning"})
 _REF = "pod:"
-
-
-_pod_id = attrgetter("pod_id")
 
 
 def pod_ref(pod_id: str) -> str:
@@ -250,10 +246,12 @@ class FleetProjection(Projection[FleetState]):
         # The attempt's pod: named by the outcome, else found by its open job (at most one pod has it).
         pod = state.pods.get(pod_id) if pod_id else None
         if pod is None or pod.job_id != job_id:
-            # The holder with the smallest id (as a sort by id would find first), without sorting every pod per
+            # The holder with the smallest id (what a sort by id would find first), without sorting every pod per
             # outcome: a replay folds one per job.
-            holders = [p for p in state.pods.values() if p.job_id == job_id]
-            pod = min(holders, key=_pod_id) if holders else None
+            pod = None
+            for p in state.pods.values():
+                if p.job_id == job_id and (pod is None or p.pod_id < pod.pod_id):
+                    pod = p
         if pod is None or (key and pod.job_key and key != pod.job_key):
             return  # no pod holds this attempt (it was lost and its job cleared): nothing to free
         pod.job_id = pod.job_key = ""
