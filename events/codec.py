@@ -29,7 +29,7 @@ import msgspec
 from ._base import _TYPES, EventBody, UnknownEventType, event_class, registered_types, upcasters_for
 from .record import Recorded
 
-__all__ = ["CorruptRecord", "RecordCodec", "decode_record", "encode_record"]
+__all__ = ["CorruptRecord", "RecordCodec", "decode_record", "encode_record", "envelope_type"]
 
 _SUFFIX_TEMPLATE = b',"crc":"00000000"}'
 _SUFFIX_LEN = len(_SUFFIX_TEMPLATE)
@@ -75,6 +75,12 @@ def _typed_envelope(name: str, cls: type[EventBody]) -> type[msgspec.Struct]:
         ("crc", str),
     ]
     return msgspec.defstruct(f"Envelope[{name}]", fields, tag_field="type", tag=name, gc=False)
+
+
+def envelope_type(cls: type[Any]) -> str:
+    """The event type name of a typed envelope class (what ``decode_block(records=False)`` hands out)."""
+    name: str = cls.__struct_config__.tag
+    return name
 
 
 # The one-pass decoder over every registered type, shared by all codecs (building it costs milliseconds,
