@@ -9,7 +9,8 @@ provisioning, pod deaths, bootstrap failures. Every scheduling decision is the p
 2. cost on the seed arc (two base models, ASSUMED per-GPU speeds: adapters/sim/catalog.py SEED_SPEEDS):
    before = the seed's single ladder served oldest first; after = right-sized per-model ladders (2x A5000
    for the 1.7B model), longest first, ``upgrade_pods``;
-3. the same before/after with jobs arriving in outer-loop batches of 40 every 50 min at the default idle TTL.
+3. the same before/after with jobs arriving in outer-loop batches of 40 every 50 min at the default idle TTL;
+4. (defaults) those batches with ``[fleet]`` at its defaults, alone and with the batch-aware settings.
 
 Nothing here touches a provider: every line is labelled [SIMULATED].
 
@@ -116,9 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object per line instead of text")
     parser.add_argument(
         "--scenario",
-        choices=("all", "drain", "cost", "batched"),
+        choices=("all", "drain", "cost", "batched", "defaults"),
         default="all",
-        help="run one scenario only (drain = 1, cost = 2, batched = 3); default all",
+        help="run one scenario only (drain = 1, cost = 2, batched = 3, defaults = 4); default all",
     )
     args = parser.parse_args(argv)
     seeds = range(args.seeds)
@@ -134,12 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(simulate(jobs, cfg))
             waits.append(turnaround_s(jobs, results[-1]))
         agg = aggregate(label, results) | {"scenario": scenario}
-        if scenario == "batched":  # what patience costs: a job's time from arrival to its end
+        if scenario in BATCHED:  # what patience costs: a job's time from arrival to its end
             agg["turnaround_min_mean"] = round(statistics.fmean(waits) / 60, 1)
         emit(row(agg), agg)
         if args.seeds and scenario == "drain" and label.startswith("longest_first (+-25%"):
             emit("\n".join(summary_lines(results[0], f"{label}, seed 0 in detail")), summary(results[0], label))
-        if args.seeds and scenario == "batched":
+        if args.seeds and scenario in BATCHED:
             emit(gpu_mix(results[0]), {"simulated": True, "label": label, "by_gpu": str(results[0].by_gpu)})
         return agg
 
@@ -149,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for scenario, arrivals, text in (
         ("cost", None, "all jobs queued at once"),
         ("batched", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min"),
+        ("defaults", batched_arrivals(args.jobs, 40, 3000.0), "batches of 40 every 50 min, [fleet] defaults"),
     ):
         if args.scenario in ("all", scenario):
             cost(args, scenario, arrivals, text, runs, emit)
@@ -206,7 +208,7 @@ def cost(
 ) -> None:
     """Scenarios 2 and 3: the seed arc's cost per job, before and after, side by side."""
     emit(
-        f"{PREFIX} scenario {'2' if scenario == 'cost' else '3'} ({scenario}): the seed arc, {text}, 75% "
+        f"{PREFIX} scenario {SCENARIO_NUMBER[scenario]} ({scenario}): the seed arc, {text}, 75% "
         "Qwen3-1.7B / 25% Qwen3-0.6B, ASSUMED speeds (SEED_SPEEDS), default idle TTL "
         f"{SIM_FLEET.idle_ttl_s / 60:g} min",
         {"simulated": True, "scenario": scenario},
@@ -227,11 +229,11 @@ def cost(
     b, a = aggs[0], aggs[-1]
     usd, idle = float(a["cost_per_job_usd_mean"]), float(a["idle_fraction_mean"])  # type: ignore[arg-type]
     ratio = usd / float(b["cost_per_job_usd_mean"])  # type: ignore[arg-type]
-    met = (usd <= TARGET_USD_PER_JOB) and (scenario != "batched" or idle <= TARGET_IDLE)
+    met = (usd <= TARGET_USD_PER_JOB) and (scenario not in BATCHED or idle <= TARGET_IDLE)
     emit(
         f"{PREFIX} {scenario}: after / before cost per job {ratio:.3f}; after ${usd:.4f}/job (target <= "
         f"${TARGET_USD_PER_JOB}), idle {idle:.2%}"
-        + (f" (target <= {TARGET_IDLE:.0%})" if scenario == "batched" else "")
+        + (f" (target <= {TARGET_IDLE:.0%})" if scenario in BATCHED else "")
         + f" -> {'MET' if met else 'MISSED'}",
         {"simulated": True, "scenario": scenario, "after_over_before": round(ratio, 4), "met": met},
     )
@@ -250,6 +252,25 @@ def batch_aware(max_pods: int) -> FleetConfig:
     )
 
 
+def defaults(max_pods: int) -> FleetConfig:
+    """What a run gets from ``[fleet]`` left at its defaults (the seed's one ladder, idle TTL, no upgrades)."""
+    return msgspec.structs.replace(SIM_FLEET, max_pods=max_pods)
+
+
+def defaults_batch_idle(max_pods: int) -> FleetConfig:
+    """The defaults with the batch-aware idle policy, no pod kept warm (no patience)."""
+    return msgspec.structs.replace(defaults(max_pods), idle_policy="batch", warm_rungs=0)
+
+
+def defaults_batch_aware(max_pods: int) -> FleetConfig:
+    """The defaults with every batch-aware setting of :func:`batch_aware` (patience included)."""
+    return msgspec.structs.replace(defaults_batch_idle(max_pods), fallback_wait_s=1800.0, stockout_cooldown_s=60.0)
+
+
+#: scenarios with outer-loop batches (idle target, turnaround), and each scenario's number in the output
+BATCHED = ("batched", "defaults")
+SCENARIO_NUMBER = {"drain": "1", "cost": "2", "batched": "3", "defaults": "4"}
+
 VARIANTS: dict[str, list[tuple[str, Callable[[int], FleetConfig]]]] = {
     "cost": [("before: seed ladder, oldest first", before), ("after: right-sized", after)],
     "batched": [
@@ -257,6 +278,12 @@ VARIANTS: dict[str, list[tuple[str, Callable[[int], FleetConfig]]]] = {
         ("right-sized (round one)", after),
         ("+ batch idle, top rung warm", warm_top),
         ("after: + batch-aware (all)", batch_aware),
+    ],
+    # Should the [fleet] defaults change? The batch-aware settings on the defaults' own ladder.
+    "defaults": [
+        ("[fleet] defaults (idle TTL)", defaults),
+        ("defaults + batch idle, warm_rungs 0", defaults_batch_idle),
+        ("defaults + batch-aware (all)", defaults_batch_aware),
     ],
 }
 

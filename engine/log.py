@@ -144,9 +144,16 @@ class LogScan:
     of a corrupt final line after it, and ``torn_bytes`` the length of the torn tail after the last newline.
     """
 
-    def __init__(self, path: Path, data: bytes, codec: RecordCodec, *, first_seq: int = 0, base: int = 0) -> None:
-        """``data``: the log's bytes from offset ``base``, where the record of seq ``first_seq`` starts."""
+    def __init__(
+        self, path: Path, data: bytes, codec: RecordCodec, *, first_seq: int = 0, base: int = 0, records: bool = True
+    ) -> None:
+        """``data``: the log's bytes from offset ``base``, where the record of seq ``first_seq`` starts.
+
+        ``records=False``: a block checked by the fast path holds the decoder's envelopes, which carry the same
+        ``seq``, ``ts`` and ``event`` as a Recorded but are not one (:meth:`RecordCodec.decode_block`): for a
+        consumer that only reads those three attributes and keeps nothing (a replay's fold)."""
         self.path = path
+        self.records = records
         self.data = data
         self.codec = codec
         self.first_seq = first_seq
@@ -174,7 +181,7 @@ class LogScan:
                 # Fast path: every line of the block decodes in one pass and seq runs on. Otherwise line by
                 # line, which upcasts old versions, or finds and reports (or, on the file's last line, cuts)
                 # whatever the fast path refused.
-                block = codec.decode_block(data, stop, first_seq=seq, start=pos)
+                block = codec.decode_block(data, stop, first_seq=seq, start=pos, records=self.records)
                 done = stop
                 if block is None:
                     block, done = self._careful(pos, stop, end, seq)
@@ -219,10 +226,10 @@ class LogScan:
         return records, pos
 
 
-def scan_log(path: Path | str, codec: RecordCodec | None = None) -> LogScan:
+def scan_log(path: Path | str, codec: RecordCodec | None = None, *, records: bool = True) -> LogScan:
     """Read a log file for one pass in blocks (see :class:`LogScan`); a replay folds each block as it comes."""
     p = Path(path)
-    return LogScan(p, p.read_bytes(), codec or RecordCodec())
+    return LogScan(p, p.read_bytes(), codec or RecordCodec(), records=records)
 
 
 #: (seq, byte offset just past its line, that line's crc field): where a snapshot says its seq ends

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from events import EventBody
+from events import EventBody, Recorded
+from events.codec import envelope_type
 
 from .derive import Deriver, derivers
 from .effects import EffectsProjection
@@ -68,10 +69,14 @@ def replay(
     """Fold the log at ``path`` (up to and including seq ``until``) into ``projections`` (+ effects)."""
     projs: list[Projection[Any]] = [*projections, EffectsProjection()]
     states: dict[str, Any] = {p.name: p.initial() for p in projs}
-    scan = scan_log(path)
+    # The fast path's blocks are the decoder's envelopes (seq, ts, event), not a Recorded made per line: the
+    # folds, the derivers and the counts only read those attributes, and nothing here keeps a record.
+    scan = scan_log(path, records=False)
     folder = Folder(projs)
     fold_states = [states[p.name] for p in projs]  # the Folder's view; written back below
-    by_class: Counter[type[EventBody]] = Counter()  # counted by class (two C-level maps), named at the end
+    # Counted by the class of each item (one C-level map), named at the end: a fast-path block holds the decoder's
+    # envelopes, one class per event type; a careful-path block holds Recorded, counted by their events' class.
+    by_class: Counter[type[Any]] = Counter()
     checks = {**derivers(), **(extra_derivers or {})} if verify else {}
     mismatches: list[Mismatch] = []
     verified = 0
@@ -100,14 +105,19 @@ def replay(
                     states[p.name] = fold_states[i]
         else:
             folder.fold(block, fold_states)
-        by_class.update(map(type, map(_event_of, block)))
+        if type(block[0]) is Recorded:
+            by_class.update(map(type, map(_event_of, block)))
+        else:
+            by_class.update(map(type, block))
         count += len(block)
         last_seq = block[-1].seq
         if first_ts is None:
             first_ts = block[0].ts
         last_ts = block[-1].ts
     states = {p.name: fold_states[i] for i, p in enumerate(projs)}
-    by_type: Counter[str] = Counter({cls.type: n for cls, n in by_class.items()})
+    by_type: Counter[str] = Counter()
+    for cls, n in by_class.items():
+        by_type[cls.type if issubclass(cls, EventBody) else envelope_type(cls)] += n
     return ReplayResult(
         states=states,
         count=count,

@@ -367,18 +367,23 @@ class BudgetProjection(Projection[BudgetState]):
 
     @handles(CostSettled)
     def _settled(self, state: BudgetState, e: CostSettled) -> BudgetState:
-        m = to_micros(e.usd)
+        m = round(e.usd * MICROS_PER_USD)  # to_micros, inlined: a replay settles every job and pod chunk
         # Settling a reservation that is not open (unreserved spend, or a second settlement) still counts in
         # full: money spent is never lost, and all of it is overrun.
-        over = max(0, m - self._close(state, e.reservation_id))
+        rid = e.reservation_id
+        over = m - self._close(state, rid) if rid and rid in state.open else m
+        if over < 0:
+            over = 0
         state.settled += m
         state.overrun += over
         state.settlements += 1
-        state.settled_by_kind[e.kind] = state.settled_by_kind.get(e.kind, 0) + m
-        ep = self._episode(state, e.episode_id)
-        if ep is not None:
-            ep.settled += m
-            ep.overrun += over
+        by_kind = state.settled_by_kind
+        by_kind[e.kind] = by_kind.get(e.kind, 0) + m
+        if e.episode_id:
+            ep = self._episode(state, e.episode_id)
+            if ep is not None:
+                ep.settled += m
+                ep.overrun += over
         return state
 
     @handles(CostReleased)

@@ -246,7 +246,12 @@ class FleetProjection(Projection[FleetState]):
         # The attempt's pod: named by the outcome, else found by its open job (at most one pod has it).
         pod = state.pods.get(pod_id) if pod_id else None
         if pod is None or pod.job_id != job_id:
-            pod = next((p for p in sorted(state.pods.values(), key=lambda p: p.pod_id) if p.job_id == job_id), None)
+            # The holder with the smallest id (what a sort by id would find first), without sorting every pod per
+            # outcome: a replay folds one per job.
+            pod = None
+            for p in state.pods.values():
+                if p.job_id == job_id and (pod is None or p.pod_id < pod.pod_id):
+                    pod = p
         if pod is None or (key and pod.job_key and key != pod.job_key):
             return  # no pod holds this attempt (it was lost and its job cleared): nothing to free
         pod.job_id = pod.job_key = ""

@@ -64,14 +64,6 @@ class QueueState(msgspec.Struct, kw_only=True):
     anomalies: int = 0  # events that did not fit the lifecycle (ignored)
 
 
-def _count(state: QueueState, old: str | None, new: str) -> None:
-    if old is not None:
-        state.counts[old] -= 1
-        if not state.counts[old]:
-            del state.counts[old]
-    state.counts[new] = state.counts.get(new, 0) + 1
-
-
 def waiting_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs that may be assigned now, oldest first (sorted: never the dict's order)."""
     return sorted([j for j in state.jobs.values() if j.status in WAITING], key=lambda j: (j.order, j.job_id))
@@ -90,7 +82,14 @@ class QueueProjection(Projection[QueueState]):
         return QueueState()
 
     def _set(self, state: QueueState, job: JobEntry, status: str) -> None:
-        _count(state, job.status, status)
+        # the count of each status, kept here (no helper call): a replay moves every job through its states
+        counts, old = state.counts, job.status
+        left = counts[old] - 1
+        if left:
+            counts[old] = left
+        else:
+            del counts[old]
+        counts[status] = counts.get(status, 0) + 1
         job.status = status
 
     def _open_attempt(self, state: QueueState, job_id: str, key: str) -> JobEntry | None:
@@ -117,7 +116,7 @@ class QueueProjection(Projection[QueueState]):
             order=self.current.seq,
             queued_ts=self.current.ts,
         )
-        _count(state, None, "queued")
+        state.counts["queued"] = state.counts.get("queued", 0) + 1
         return state
 
     @handles(JobAssigned)

@@ -220,6 +220,11 @@ def test_decode_block_equals_line_by_line(recs: list[Recorded], tail: bytes) -> 
     end = len(data)
     block = codec.decode_block(data + tail.replace(b"\n", b""), end)
     assert block == [codec.decode(line) for line in data.splitlines()]
+    # A replay's blocks: the envelopes themselves, with the same seq, ts and event as the records.
+    envelopes = codec.decode_block(data + tail.replace(b"\n", b""), end, records=False)
+    assert envelopes is not None and block is not None
+    assert [(e.seq, e.ts, e.event) for e in envelopes] == [(r.seq, r.ts, r.event) for r in block]
+    assert all(type(e) is not Recorded for e in envelopes)
 
 
 def test_decode_block_refuses_every_single_byte_change() -> None:
@@ -238,6 +243,7 @@ def test_decode_block_refuses_every_single_byte_change() -> None:
             if damaged[-1] != ord("\n"):
                 continue  # the caller only hands over whole lines
             assert codec.decode_block(bytes(damaged), len(damaged)) is None, (i, mask)
+            assert codec.decode_block(bytes(damaged), len(damaged), records=False) is None, (i, mask)
 
 
 def test_decode_block_leaves_old_versions_to_the_careful_path(widget: type[Any]) -> None:

@@ -176,3 +176,15 @@ def test_one_job_never_holds_two_pods() -> None:
     s = fold([*launched("p0"), *launched("p1"), JobAssigned(key="a", job_id="j", pod_id="p0")])
     s = fold([JobAssigned(key="b", job_id="j", pod_id="p1")], s)
     assert (s.pods["p0"].status, s.pods["p1"].status, s.anomalies) == ("busy", "ready", 1)
+
+
+def test_an_outcome_naming_no_pod_or_another_frees_the_pod_that_holds_the_job() -> None:
+    pods = [*launched("p0"), *launched("p1"), *launched("p2")]
+    work = [JobAssigned(key="a0", job_id="j0", pod_id="p0"), JobAssigned(key="a1", job_id="j1", pod_id="p1")]
+    for named in ("", "p2", "p0"):  # none, an idle pod, a pod busy with another job
+        s = fold([*pods, *work, JobSucceeded(key="a1", job_id="j1", pod_id=named, pre=0, post=1, train_seconds=1)])
+        assert [(p.status, p.job_id, p.jobs_done) for p in s.pods.values()] == [
+            ("busy", "j0", 0),
+            ("idle", "", 1),
+            ("ready", "", 0),
+        ], named

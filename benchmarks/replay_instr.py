@@ -1,0 +1,86 @@
+"""Instructions executed by ``ait replay``, counted by valgrind (cachegrind): a figure the machine's load does not move.
+
+On a shared machine the CPU seconds of benchmarks/log_bench.py move by +-25% between runs, more than a change to
+the fold moves them. The instructions a run executes do not depend on the neighbours, so two checkouts can be
+compared exactly (what they leave out: cache misses, which the fold's growing state does incur):
+
+    .venv/bin/python benchmarks/replay_instr.py [--events 100000] [--before-root DIR]
+
+Each figure is the instructions of a fresh process that does the step on a log of ``--events`` events (the
+log_bench stream) minus those of the same process on a 100-event log (interpreter start and imports): the raw
+floor (``msgspec.json.decode`` of every line, untyped), the checked scan alone, and ``engine.replay.replay``
+with the default projections (what ``ait replay`` runs). Needs ``valgrind`` on the PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.log_bench import write_replay_file
+
+_PRE = (
+    "import sys; from pathlib import Path; import msgspec, engine.log, engine.replay; "
+    "from handlers.registry import default_projections; p = Path(sys.argv[1])\n"
+)
+_VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+STEPS = {
+    "raw msgspec.json.decode per line (floor)": "d = msgspec.json.decode\n"
+    "for line in p.read_bytes().splitlines(): d(line)",
+    "scan_log alone (crc, typed decode, seq)": "for b in engine.log.scan_log(p): pass",
+    "ait replay (engine.replay.replay, default projections)": "engine.replay.replay(p, default_projections())",
+}
+
+
+def instructions(code: str, log: Path, root: Path) -> int:
+    """Instructions (cachegrind's ``I refs``) of a fresh ``python -c code log`` running checkout ``root``."""
+    out = subprocess.run(
+        [*_VALGRIND, sys.executable, "-c", _PRE + code, str(log)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    ).stderr
+    m = re.search(r"I\s+refs:\s+([\d,]+)", out)
+    if m is None:
+        raise RuntimeError(f"no instruction count in valgrind's output: {out[-500:]}")
+    return int(m.group(1).replace(",", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--before-root", type=Path, default=None, help="a checkout of the code before a change")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("replay_instr: valgrind is not on the PATH")
+    here = Path(__file__).resolve().parents[1]
+    roots = {"this checkout": here} | ({"--before-root": args.before_root.resolve()} if args.before_root else {})
+    tmp = Path(tempfile.mkdtemp(prefix="replay-instr-"))
+    try:
+        big, small = tmp / "big.jsonl", tmp / "small.jsonl"
+        write_replay_file(big, args.events)
+        write_replay_file(small, 100)
+        print(f"instructions per event, {args.events:,}-event log (imports subtracted), valgrind cachegrind")
+        for which, root in roots.items():
+            per = {}
+            for name, code in STEPS.items():
+                per[name] = (instructions(code, big, root) - instructions(code, small, root)) / args.events
+                print(f"  {which:14s} {name:56s} {per[name]:8,.0f}")
+            floor, replay = per[next(iter(STEPS))], per[list(STEPS)[-1]]
+            print(f"  {which:14s} floor / ait replay (instructions): {floor / replay:.3f}  (target's ratio >= 0.6)")
+    finally:
+        shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()
