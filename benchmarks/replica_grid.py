@@ -247,6 +247,22 @@ def print_table(summary: dict[str, Any], families: list[str]) -> None:
     print(f"best choices (*): {summary['best']}")
 
 
+def markdown_table(summary: dict[str, Any], families: list[str]) -> str:
+    """The per-choice table as docs/replica.md shows it (best first)."""
+    head = "| choice | mean reward | 95% CI | n | " + " | ".join(f"{f} post" for f in families) + " |"
+    lines = [head, "|---|---:|---|---:|" + "---:|" * len(families)]
+    rows = sorted(summary["choices"].items(), key=lambda kv: -(kv[1]["mean"] if kv[1]["mean"] is not None else -9))
+    for label, row in rows:
+        lo, hi = row["ci95"]
+        posts = " | ".join(
+            "-" if row["per_family"][f]["post_mean"] is None else f"{row['per_family'][f]['post_mean']:.3f}"
+            for f in families
+        )
+        name = f"**{label}**" if label in summary["best"] else label
+        lines.append(f"| {name} | {row['mean']:.3f} | [{lo:.3f}, {hi:.3f}] | {row['n']} | {posts} |")
+    return "\n".join(lines)
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default="calc_chain,ledger")
@@ -304,6 +320,8 @@ async def main(argv: list[str] | None = None) -> int:
         f"{sorted({j['seed'] for j in jobs})}), {total_cpu:.0f} CPU-s, {total_wall:.0f} s wall; reward config {REWARD}"
     )
     print_table(summary, families)
+    print()
+    print(markdown_table(summary, families))
     doc = {
         "command": "python benchmarks/replica_grid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "weights": weights_version(),
