@@ -42,7 +42,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("AIT_EVAL_KEY_FILE", str(ROOT / "tests" / "data" / "eval-test.key"))
 
 from families.spec import TaskSpec, load_spec  # noqa: E402
 from handlers.episode.bundle import make_bundle, unpack_bundle  # noqa: E402
@@ -290,6 +289,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "examples" / "replica" / "grid.json")
     parser.add_argument("--append", type=Path, action="append", default=[], help="a grid JSON whose jobs to include")
     args = parser.parse_args(argv)
+    os.environ.setdefault("AIT_EVAL_KEY_FILE", str(ROOT / "tests" / "data" / "eval-test.key"))
 
     from adapters.cpu_trainer import make_trainer
 
