@@ -42,7 +42,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("AIT_EVAL_KEY_FILE", str(ROOT / "tests" / "data" / "eval-test.key"))
 
 from families.spec import TaskSpec, load_spec  # noqa: E402
 from handlers.episode.bundle import make_bundle, unpack_bundle  # noqa: E402
@@ -207,11 +206,21 @@ def summarise(jobs: list[dict[str, Any]], choices: list[Choice], families: list[
         }
     scored = {k: v for k, v in table.items() if v["mean"] is not None}
     top = max(scored, key=lambda k: scored[k]["mean"]) if scored else None
-    # The best choices: the top one and every choice whose interval reaches the top one's lower bound.
-    best = []
+    # The best choices: the top one and every choice the grid cannot tell from it. Paired, since the families'
+    # rewards differ far more than the choices' (ledger's bases score higher): the difference to the top choice on
+    # the same family and seed, its bootstrap 95% interval; a choice whose interval reaches 0 is among the best.
+    best: list[str] = []
     if top is not None:
-        reach = [k for k, v in scored.items() if v["ci95"][1] >= scored[top]["ci95"][0]]
-        best = sorted(reach, key=lambda k: -scored[k]["mean"])
+        by_key = {(j["label"], j["family"], j["seed"]): j["reward"] for j in jobs}
+        for label, row in scored.items():
+            diffs = [
+                by_key[(top, f, s)] - r for (lab, f, s), r in by_key.items() if lab == label and (top, f, s) in by_key
+            ]
+            lo, hi = bootstrap_ci(diffs) if diffs else (0.0, 0.0)
+            row["vs_top"] = {"mean": round(fmean(diffs), 4) if diffs else 0.0, "ci95": [round(lo, 4), round(hi, 4)]}
+            if label == top or lo <= 0.0:
+                best.append(label)
+        best.sort(key=lambda k: -scored[k]["mean"])
     return {"baselines": baselines, "choices": table, "best": best, "top": top}
 
 
@@ -247,6 +256,24 @@ def print_table(summary: dict[str, Any], families: list[str]) -> None:
     print(f"best choices (*): {summary['best']}")
 
 
+def markdown_table(summary: dict[str, Any], families: list[str]) -> str:
+    """The per-choice table as docs/replica.md shows it (best first)."""
+    head = "| choice | mean reward | 95% CI | n | top minus it (95% CI) | " + " | ".join(f"{f} post" for f in families)
+    lines = [head + " |", "|---|---:|---|---:|---|" + "---:|" * len(families)]
+    rows = sorted(summary["choices"].items(), key=lambda kv: -(kv[1]["mean"] if kv[1]["mean"] is not None else -9))
+    for label, row in rows:
+        lo, hi = row["ci95"]
+        posts = " | ".join(
+            "-" if row["per_family"][f]["post_mean"] is None else f"{row['per_family'][f]['post_mean']:.3f}"
+            for f in families
+        )
+        name = f"**{label}**" if label in summary["best"] else label
+        vs = row.get("vs_top", {"mean": 0.0, "ci95": [0.0, 0.0]})
+        paired = f"{vs['mean']:+.3f} [{vs['ci95'][0]:+.3f}, {vs['ci95'][1]:+.3f}]"
+        lines.append(f"| {name} | {row['mean']:.3f} | [{lo:.3f}, {hi:.3f}] | {row['n']} | {paired} | {posts} |")
+    return "\n".join(lines)
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default="calc_chain,ledger")
@@ -262,6 +289,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "examples" / "replica" / "grid.json")
     parser.add_argument("--append", type=Path, action="append", default=[], help="a grid JSON whose jobs to include")
     args = parser.parse_args(argv)
+    os.environ.setdefault("AIT_EVAL_KEY_FILE", str(ROOT / "tests" / "data" / "eval-test.key"))
 
     from adapters.cpu_trainer import make_trainer
 
@@ -304,6 +332,8 @@ async def main(argv: list[str] | None = None) -> int:
         f"{sorted({j['seed'] for j in jobs})}), {total_cpu:.0f} CPU-s, {total_wall:.0f} s wall; reward config {REWARD}"
     )
     print_table(summary, families)
+    print()
+    print(markdown_table(summary, families))
     doc = {
         "command": "python benchmarks/replica_grid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "weights": weights_version(),
