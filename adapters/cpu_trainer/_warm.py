@@ -63,6 +63,7 @@ class TrainZygote:
         self._io = threading.Lock()  # one request and its reply at a time on the control socket
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self._ready = threading.Event()
         self._problem = ""  # set for good once the warm path proved impossible here
         self._failures = 0
         self._errlog: IO[bytes] | None = None
@@ -70,7 +71,7 @@ class TrainZygote:
     def argv(self) -> list[str]:
         return zygote_argv(self.plan, self.spool, threads=self.threads, limits=ChildLimits(), python=self.python)
 
-    def _launch(self) -> socket.socket:
+    def _launch(self) -> None:
         # In the caller's (the event loop's) thread: bubblewrap's --die-with-parent follows the starting thread.
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if self._errlog is not None:
@@ -89,9 +90,16 @@ class TrainZygote:
         finally:
             child.close()
         self._sock = parent
-        return parent
+        self._ready = threading.Event()
+        threading.Thread(target=self._await_ready, args=(parent, self._ready), daemon=True).start()
 
-    def _await_ready(self, sock: socket.socket) -> None:
+    def _await_ready(self, sock: socket.socket, event: threading.Event) -> None:
+        try:
+            self._handshake(sock)
+        finally:
+            event.set()
+
+    def _handshake(self, sock: socket.socket) -> None:
         try:
             sock.settimeout(_STARTUP_S)
             info = json.loads(sock.recv(65536) or b"{}")
@@ -123,12 +131,11 @@ class TrainZygote:
         with self._lock:
             if self._problem:
                 raise ZygoteUnavailable(self._problem)
-            sock = None
             if self._proc is None or self._proc.poll() is not None:
                 self._stop()
-                sock = self._launch()
-        if sock is not None:
-            await asyncio.to_thread(self._await_ready, sock)
+                self._launch()
+            event = self._ready  # every job that waits for this start-up waits for the same answer
+        await asyncio.to_thread(event.wait, _STARTUP_S + 5)
         with self._lock:
             if self._problem:
                 raise ZygoteUnavailable(self._problem)

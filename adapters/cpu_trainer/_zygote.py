@@ -96,8 +96,9 @@ def _run_child() -> None:
     """C3, in its namespaces: the cold child's own entry point (limits and uid first), then exit with its code."""
     from adapters.cpu_trainer._child import main as child_main
 
+    sys.argv = ["-c", f"{_INSIDE}/request.json"]  # what the cold child's interpreter has
     try:
-        code = child_main([f"{_INSIDE}/request.json"])
+        code = child_main(sys.argv[1:])
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
