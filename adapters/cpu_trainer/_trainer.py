@@ -222,9 +222,13 @@ class CpuTrainer:
                 )
             )
 
-        scoring = asyncio.create_task(pre_score())
-        zygote, cold_because = await self._zygote(plan)
-        work = make_root(zygote.spool if zygote is not None else self.work_root)
+        scoring = asyncio.create_task(pre_score())  # in this process, while the child starts (or the zygote)
+        try:
+            zygote, cold_because = await self._zygote(plan)
+            work = make_root(zygote.spool if zygote is not None else self.work_root)
+        except BaseException:
+            scoring.cancel()
+            raise
         try:
             try:
 
