@@ -187,7 +187,7 @@ class PathJob(msgspec.Struct, kw_only=True):
 
 async def compare_paths(args: argparse.Namespace) -> int:
     """``--paths``: the same job ``--jobs`` times on each path of the training child, side by side."""
-    from adapters.cpu_trainer._warm import close_zygotes, zygote_for
+    from adapters.cpu_trainer import close_zygotes, zygote_for
     from adapters.sandbox import detect_isolation
 
     family = next(f for f in args.families.split(",") if f)

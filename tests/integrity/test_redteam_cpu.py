@@ -116,7 +116,7 @@ class CpuAttack:
 @pytest.fixture(scope="module")
 def works(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """Each path's work directory, shared by the module's jobs: on the warm path, the one zygote's spool."""
-    from adapters.cpu_trainer._warm import close_zygotes
+    from adapters.cpu_trainer import close_zygotes
 
     root = tmp_path_factory.mktemp("redteam-cpu-work")
     yield {path: root / path for path in PATHS}
@@ -133,7 +133,7 @@ def trainer(path: str, work: Path, **kwargs: object) -> Any:
 def cpu_attack(
     request: pytest.FixtureRequest, hostile: Hostile, works: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CpuAttack]:
-    from adapters.cpu_trainer._warm import zygote_for
+    from adapters.cpu_trainer import zygote_for
 
     path = str(request.param)
     host, tag = hostile.host, new_tag(f"cpu-{path}")
@@ -239,7 +239,7 @@ async def test_an_endless_loop_in_the_env_is_killed_at_the_deadline(
 ) -> None:
     """The endless-loop route: the training child spins at import; the job's deadline (plus the grace) ends it.
     On the warm path the kill goes through the zygote, which survives it and serves the next job."""
-    from adapters.cpu_trainer._warm import zygote_for
+    from adapters.cpu_trainer import zygote_for
 
     job = tmp_path / "job"
     env = job / "env" / "family_reference"
@@ -270,6 +270,6 @@ async def test_an_endless_loop_in_the_env_is_killed_at_the_deadline(
 
 
 def _zygote_up(work: Path) -> bool:
-    from adapters.cpu_trainer._warm import zygote_for
+    from adapters.cpu_trainer import zygote_for
 
     return zygote_for(detect_isolation(), work, threads=1).pid() is not None
