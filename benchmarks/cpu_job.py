@@ -183,6 +183,7 @@ class PathJob(msgspec.Struct, kw_only=True):
     # time); warm, the growth of the zygote's process tree (the fork, the namespaces' init, the child)
     train_setup_s: float  # the job's wall time in the child outside rollouts and learning
     isolation: str
+    outcome: list[Any]  # pre, post and each step's (reward, loss): the same job and seed must give the same
 
 
 async def compare_paths(args: argparse.Namespace) -> int:
@@ -196,8 +197,11 @@ async def compare_paths(args: argparse.Namespace) -> int:
     jobs: list[PathJob] = []
     zygote_start: dict[str, float] = {}
 
+    curve: list[tuple[int | None, float | None, float | None]] = []
+
     async def quiet(p: Progress) -> None:
-        return None
+        if p.phase == "train":
+            curve.append((p.step, p.reward, p.loss))
 
     with tempfile.TemporaryDirectory(prefix="cpu-paths-") as tmp:
         for path in paths:
@@ -220,6 +224,7 @@ async def compare_paths(args: argparse.Namespace) -> int:
                 own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
                 tree0 = _tree_cpu(zygote.pid() or 0) if zygote is not None else 0.0
                 wall0 = time.monotonic()
+                curve.clear()
                 result = await trainer.run(bundle, quiet)
                 wall = time.monotonic() - wall0
                 await asyncio.sleep(0.6)  # the zygote reaps a finished child within 0.25 s
@@ -240,6 +245,7 @@ async def compare_paths(args: argparse.Namespace) -> int:
                     outside_cpu_s=round(outside, 2),
                     train_setup_s=float(result.timings.get("train_setup", 0.0)),
                     isolation=line.split(", ")[-1] if line else result.detail[:120],
+                    outcome=[result.pre, result.post, list(curve)],
                 )
                 jobs.append(job)
                 print(
@@ -275,6 +281,11 @@ async def compare_paths(args: argparse.Namespace) -> int:
         for key, what in (("child_cpu_s", "child CPU-s"), ("wall_s", "wall s")):
             c, w = mean("cold", key), mean("warm", key)
             print(f"per job (jobs 2..{args.jobs}), {what}: cold {c:.1f}, warm {w:.1f}, warm/cold {w / c:.2f}")
+        pairs = [(c, w) for c in jobs for w in jobs if (c.path, w.path) == ("cold", "warm") and c.job == w.job]
+        same = all(c.outcome == w.outcome for c, w in pairs)
+        print(
+            f"same job, same seed on both paths: {'identical' if same else 'DIFFERENT'} pre, post, step rewards, losses"
+        )
         saved = mean("cold", "child_cpu_s") - mean("warm", "child_cpu_s")
         if saved > 0 and zygote_start:
             print(f"the zygote's start-up is paid back after {zygote_start['cpu_s'] / saved:.1f} jobs (CPU)")
