@@ -15,6 +15,16 @@ trains on the env with in-process verifiers rollouts, and post-scores. Runs:
         [--seed 0] [--steps 60] [--batch 32] [--group 8] [--lr 1e-5] [--threads 1] [--no-repeat] [--json out.json]
 
 Prints one line per step and a summary table (pre, post, uplift, wall seconds and its split).
+
+``--paths cold,warm --jobs N`` instead compares the training child's two start-up paths side by side in one
+run: ``N`` identical jobs (the first family, the reference env, the job's own sizes; the replica's are
+``--steps 4 --batch 16 --group 4 --max-tokens 64``) on each path, each path with a trainer of its own, and per
+job its wall time and CPU seconds: the engine process's own (scoring) and the training child's (cold: the
+bubblewrap sandbox and interpreter, reaped by this process; warm: what the zygote's process tree used during
+the job, i.e. its confined fork), plus the zygote's one-off start-up. The load average is printed with it::
+
+    .venv/bin/python benchmarks/cpu_job.py --paths cold,warm --jobs 3 --families calc_chain \
+        --steps 4 --batch 16 --group 4 --max-tokens 64 --eval-limit 16 --spec fast
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -134,6 +146,155 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def _tree_cpu(root: int) -> float:
+    """utime+stime (and reaped children's) of ``root`` and its live descendants, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            kids.setdefault(int(fields[1]), []).append(int(name))
+            ticks[int(name)] = sum(int(x) for x in fields[11:15])
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += kids.get(pid, [])
+    return total / tick
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
+class PathJob(msgspec.Struct, kw_only=True):
+    path: str
+    job: int
+    ok: bool
+    wall_s: float
+    engine_cpu_s: float  # this process: scoring, the supervisor
+    child_cpu_s: float  # the training child (start-up included), as it reports it: the same measure on both paths
+    outside_cpu_s: float  # seen from here: cold, reaped children (bubblewrap passes on none of its children's
+    # time); warm, the growth of the zygote's process tree (the fork, the namespaces' init, the child)
+    train_setup_s: float  # the job's wall time in the child outside rollouts and learning
+    isolation: str
+    outcome: list[Any]  # pre, post and each step's (reward, loss): the same job and seed must give the same
+
+
+async def compare_paths(args: argparse.Namespace) -> int:
+    """``--paths``: the same job ``--jobs`` times on each path of the training child, side by side."""
+    from adapters.cpu_trainer import close_zygotes, zygote_for
+    from adapters.sandbox import detect_isolation
+
+    family = next(f for f in args.families.split(",") if f)
+    paths = [p for p in args.paths.split(",") if p]
+    print(f"before: {_load()}", flush=True)
+    jobs: list[PathJob] = []
+    zygote_start: dict[str, float] = {}
+
+    curve: list[tuple[int | None, float | None, float | None]] = []
+
+    async def quiet(p: Progress) -> None:
+        if p.phase == "train":
+            curve.append((p.step, p.reward, p.loss))
+
+    with tempfile.TemporaryDirectory(prefix="cpu-paths-") as tmp:
+        for path in paths:
+            work = Path(tmp) / f"work-{path}"
+            trainer = CpuTrainer(
+                seed=args.seed, threads=args.threads, eval_limit=args.eval_limit, work_root=work, child_path=path
+            )
+            zygote = None
+            if path == "warm":
+                zygote = zygote_for(detect_isolation(), work, threads=args.threads)
+                wall0 = time.monotonic()
+                await zygote.ensure()
+                pid = zygote.pid()
+                assert pid is not None
+                zygote_start = {"wall_s": time.monotonic() - wall0, "cpu_s": _tree_cpu(pid)}
+                print(f"  warm zygote ready: {zygote_start['wall_s']:.1f} s wall, {zygote_start['cpu_s']:.1f} CPU-s")
+            for n in range(1, args.jobs + 1):
+                job_dir = Path(tmp) / f"{path}-{n}"
+                bundle = write_bundle(job_dir, family, "family-reference", ENVS / "family_reference", args)
+                own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+                tree0 = _tree_cpu(zygote.pid() or 0) if zygote is not None else 0.0
+                wall0 = time.monotonic()
+                curve.clear()
+                result = await trainer.run(bundle, quiet)
+                wall = time.monotonic() - wall0
+                await asyncio.sleep(0.6)  # the zygote reaps a finished child within 0.25 s
+                own1, kids1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+                engine = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
+                outside = kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime
+                if zygote is not None:
+                    outside += _tree_cpu(zygote.pid() or 0) - tree0
+                child = float(result.timings.get("train_cpu", 0.0))
+                line = next((x for x in result.detail.split("; ") if x.startswith("training isolation:")), "")
+                job = PathJob(
+                    path=path,
+                    job=n,
+                    ok=result.ok,
+                    wall_s=round(wall, 2),
+                    engine_cpu_s=round(engine, 2),
+                    child_cpu_s=round(child, 2),
+                    outside_cpu_s=round(outside, 2),
+                    train_setup_s=float(result.timings.get("train_setup", 0.0)),
+                    isolation=line.split(", ")[-1] if line else result.detail[:120],
+                    outcome=[result.pre, result.post, list(curve)],
+                )
+                jobs.append(job)
+                print(
+                    f"  {path} job {n}: ok={job.ok} wall {job.wall_s:.1f} s, CPU engine {job.engine_cpu_s:.1f} s "
+                    f"+ child {job.child_cpu_s:.1f} s (outside view {job.outside_cpu_s:.1f} s); {job.isolation[:50]}",
+                    flush=True,
+                )
+        close_zygotes()
+    print(f"after: {_load()}")
+    print()
+    head = f"{'path':<5} {'job':>3} {'wall s':>7} {'engine CPU-s':>12} {'child CPU-s':>11} {'job CPU-s':>9}"
+    head += f" {'outside view':>12} {'train setup s':>13}"
+    print(head)
+    print("-" * len(head))
+    for j in jobs:
+        print(
+            f"{j.path:<5} {j.job:>3} {j.wall_s:7.1f} {j.engine_cpu_s:12.1f} {j.child_cpu_s:11.1f} "
+            f"{j.engine_cpu_s + j.child_cpu_s:9.1f} {j.outside_cpu_s:12.1f} {j.train_setup_s:13.1f}"
+        )
+    if zygote_start:
+        print(
+            f"warm zygote start-up (once per pod agent): {zygote_start['wall_s']:.1f} s wall, "
+            f"{zygote_start['cpu_s']:.1f} CPU-s"
+        )
+
+    def mean(path: str, key: str) -> float:
+        vals = [getattr(j, key) for j in jobs if j.path == path and j.job > 1] or [
+            getattr(j, key) for j in jobs if j.path == path
+        ]
+        return sum(vals) / len(vals)
+
+    if {"cold", "warm"} <= set(paths):
+        for key, what in (("child_cpu_s", "child CPU-s"), ("wall_s", "wall s")):
+            c, w = mean("cold", key), mean("warm", key)
+            print(f"per job (jobs 2..{args.jobs}), {what}: cold {c:.1f}, warm {w:.1f}, warm/cold {w / c:.2f}")
+        pairs = [(c, w) for c in jobs for w in jobs if (c.path, w.path) == ("cold", "warm") and c.job == w.job]
+        same = all(c.outcome == w.outcome for c, w in pairs)
+        print(
+            f"same job, same seed on both paths: {'identical' if same else 'DIFFERENT'} pre, post, step rewards, losses"
+        )
+        saved = mean("cold", "child_cpu_s") - mean("warm", "child_cpu_s")
+        if saved > 0 and zygote_start:
+            print(f"the zygote's start-up is paid back after {zygote_start['cpu_s'] / saved:.1f} jobs (CPU)")
+    if args.json is not None:
+        out = {"jobs": [msgspec.to_builtins(j) for j in jobs], "zygote_start": zygote_start}
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0 if all(j.ok for j in jobs) else 1
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default="calc_chain,string_pipeline,ledger")
@@ -152,7 +313,11 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bad", action="store_true", help="skip the reward-everything env run")
     parser.add_argument("--no-repeat", action="store_true", help="skip the same-seed repeat")
     parser.add_argument("--json", type=Path, default=None, help="write every run's result here")
+    parser.add_argument("--paths", default="", help="compare the training child's paths instead, e.g. cold,warm")
+    parser.add_argument("--jobs", type=int, default=3, help="with --paths: jobs per path")
     args = parser.parse_args(argv)
+    if args.paths:
+        return await compare_paths(args)
 
     families = [f for f in args.families.split(",") if f]
     runs: list[Run] = []

@@ -15,7 +15,8 @@ The pieces, usable on their own (the benchmark uses them directly):
 - :func:`grpo_update` / :func:`group_advantages`: the update itself.
 
 :class:`CpuTrainer` runs the agent's env code only in a confined child process (``_confine``, ``_child``,
-``_supervise``: the probe's bubblewrap sandbox where available, sealed from the installation key) and scores
+``_supervise``: the probe's bubblewrap sandbox where available, sealed from the installation key; by default a
+confined fork of the process's training zygote, ``_warm`` and ``_zygote``, which imported the stack once) and scores
 in its own process, which never imports the env. :func:`train` itself runs env code in the calling process:
 only the child (and tests with trusted fixture envs) call it directly.
 """
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ._loop import EnvFailure, StepRecord, TrainReport, train
     from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
     from ._trainer import CpuTrainer, make_trainer
+    from ._warm import close_zygotes, zygote_for
 
 # Lazy: importing one light piece (``_confine``, ``_settings``) must not load torch, transformers and verifiers
 # (~10 CPU-s on a busy machine): the pod agent, the CLI and test collection only pay for what they use.
@@ -52,6 +54,8 @@ _WHERE = {
     "settings_from_job": "_settings",
     "CpuTrainer": "_trainer",
     "make_trainer": "_trainer",
+    "close_zygotes": "_warm",
+    "zygote_for": "_warm",
 }
 
 __getattr__ = lazy_exports(__name__, _WHERE)
@@ -68,10 +72,12 @@ __all__ = [
     "TrainReport",
     "TurnSample",
     "UpdateStats",
+    "close_zygotes",
     "group_advantages",
     "grpo_update",
     "make_trainer",
     "settings_from_job",
     "token_loss",
     "train",
+    "zygote_for",
 ]

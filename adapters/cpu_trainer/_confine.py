@@ -34,6 +34,7 @@ import msgspec
 from adapters.sandbox import (
     INSIDE,
     PROJECT_PACKAGES,
+    BwrapArgs,
     IsolationPlan,
     child_env,
     confined_base,
@@ -45,7 +46,7 @@ from adapters.sandbox import (
 )
 from families import EVAL_KEY_SEAL_ENV as SEAL_VAR
 
-__all__ = ["ChildLimits", "Launch", "code_packages", "make_root", "prepare_launch"]
+__all__ = ["ChildLimits", "Launch", "code_packages", "make_root", "prepare_launch", "zygote_argv"]
 
 _MiB = 1 << 20
 # The child's entry point: the project's code first on sys.path (``-I`` ignores PYTHONPATH), and this package
@@ -55,13 +56,15 @@ _BOOT = (
     "import sys, types; {inserts}; "
     "pkg = types.ModuleType('adapters.cpu_trainer'); pkg.__path__ = [{pkg!r}]; "
     "sys.modules['adapters.cpu_trainer'] = pkg; "
-    "from adapters.cpu_trainer._child import main; sys.exit(main(sys.argv[1:]))"
+    "{entry}"
 )
+_CHILD_ENTRY = "from adapters.cpu_trainer._child import main; sys.exit(main(sys.argv[1:]))"
+_ZYGOTE_ENTRY = "from adapters.cpu_trainer._zygote import main; main()"
 
 
-def _boot(code_roots: list[str]) -> str:
+def _boot(code_roots: list[str], entry: str = _CHILD_ENTRY) -> str:
     inserts = "; ".join(f"sys.path.insert(0, {r!r})" for r in reversed(code_roots))
-    return _BOOT.format(inserts=inserts, pkg=str(Path(code_roots[0]) / "adapters" / "cpu_trainer"))
+    return _BOOT.format(inserts=inserts, pkg=str(Path(code_roots[0]) / "adapters" / "cpu_trainer"), entry=entry)
 
 
 class ChildLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,10 +154,7 @@ def prepare_launch(
     if plan.mode == "bwrap":
         uid = fresh_uid() if plan.switch_uid else None
         _own(root, uid)
-        env = _env(str(INSIDE / "home"), "/tmp", python, threads)
-        b = confined_base(python, env, limits.tmpfs_bytes, plan.bwrap or "bwrap")
-        for name, path in sorted(packages.items()):
-            b.bind(path, INSIDE / "code" / name)
+        b = _confined(plan, python, threads, limits, packages)
         b.bind(root / "base", INSIDE / "base")
         b.bind(root / "env", INSIDE / "env")
         b.bind(root / "request.json", INSIDE / "request.json")
@@ -207,6 +207,37 @@ def prepare_launch(
         inside_request=str(root / "request.json"),
         rlimits=_rlimits(limits, uid),
     )
+
+
+def _confined(
+    plan: IsolationPlan, python: Path, threads: int, limits: ChildLimits, packages: dict[str, Path]
+) -> BwrapArgs:
+    """The bubblewrap base both paths share: namespaces, scrubbed sealed env, system, Python, code packages."""
+    env = _env(str(INSIDE / "home"), "/tmp", python, threads)
+    b = confined_base(python, env, limits.tmpfs_bytes, plan.bwrap or "bwrap")
+    for name, path in sorted(packages.items()):
+        b.bind(path, INSIDE / "code" / name)
+    return b
+
+
+def zygote_argv(plan: IsolationPlan, spool: Path, *, threads: int, limits: ChildLimits, python: Path) -> list[str]:
+    """The warm zygote's bubblewrap command: the cold child's confinement, the job spool instead of one job's files.
+
+    The spool (the directory the trainer makes each job's directory in) is bound read-write at
+    ``/sandbox/spool``; the zygote never runs agent code, and each forked child binds only its own job's
+    ``base``, ``env``, ``request.json`` and ``out`` at the cold child's paths, then hides the spool
+    (:mod:`._zygote`). Here those paths are empty mount points.
+    """
+    if plan.mode != "bwrap":
+        raise ValueError(f"the warm training zygote needs bubblewrap ({plan.mode} here)")
+    b = _confined(plan, python, threads, limits, code_packages())
+    b.bind(spool, INSIDE / "spool", ro=False)
+    for name in ("base", "env", "out"):
+        b.tmpfs(INSIDE / name, 4096, "0755")
+    b.bind(Path("/dev/null"), INSIDE / "request.json")
+    b.tmpfs(INSIDE / "home", limits.tmpfs_bytes, "0777")
+    b.args += ["--chdir", "/", "--", str(python), "-I", "-B", "-c", _boot([str(INSIDE / "code")], _ZYGOTE_ENTRY)]
+    return b.args
 
 
 def _own(root: Path, uid: int | None) -> None:

@@ -33,6 +33,7 @@ from ._child import ChildReport, ChildRequest, StepLine
 from ._confine import ChildLimits, Launch, prepare_launch
 from ._loop import StepRecord, TrainReport
 from ._settings import CpuTrainSettings
+from ._warm import TrainZygote, WarmChild
 
 __all__ = ["ChildOutcome", "TrainingFailed", "train_in_child"]
 
@@ -58,6 +59,8 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
     uid: int | None  # the unprivileged uid the child ran as (None: the engine's own)
     rlimits: dict[str, int]
     setup_seconds: float  # the child's start-up: interpreter, imports, checkpoint, env import
+    path: str = "cold"  # "warm": a fork of the training zygote; "cold": a bubblewrap and interpreter of its own
+    path_note: str = ""  # why a cold child ran ("" when warm)
     cpu_seconds: float = 0.0  # the child's own CPU time, as it reported it (informational: the child is untrusted)
     wall_seconds: float
 
@@ -76,8 +79,15 @@ async def train_in_child(
     kill_grace_s: float,
     limits: ChildLimits | None,
     on_step: Callable[[StepRecord], Awaitable[None]],
+    zygote: TrainZygote | None = None,
 ) -> ChildOutcome:
-    """Train in a confined child; ``deadline_at`` is a ``time.monotonic()`` bound for starting a new step."""
+    """Train in a confined child; ``deadline_at`` is a ``time.monotonic()`` bound for starting a new step.
+
+    With ``zygote`` (ready, and ``root`` one of its spool's directories) the child is a confined fork of it
+    (:mod:`._warm`), else a bubblewrap sandbox and interpreter of its own; the layout, the request, the uid
+    and rlimits, the supervision and the end (everything killed before the output is read) are the same.
+    Raises :class:`._warm.ZygoteUnavailable` if the zygote refuses the fork (nothing of the child ran).
+    """
     try:
         launch = prepare_launch(plan, root, env_src, checkpoint, threads=settings.threads, limits=limits)
     except ChildFailure as exc:  # the env package is too large to copy
@@ -104,8 +114,13 @@ async def train_in_child(
     follower = LineFollower(out / "progress.jsonl")
     seen = _Seen(settings.max_steps)
     started = time.monotonic()
-    proc = await GroupProcess.start(launch.argv, cwd=launch.cwd, env=launch.env, log_path=root / "child.log")
-    log.info("cpu_trainer.child_started", pid=proc.pid, isolation=launch.isolation, uid=launch.uid)
+    proc: GroupProcess | WarmChild
+    if zygote is not None:
+        proc = await WarmChild.start(zygote, root, root / "child.log", (limits or ChildLimits()).tmpfs_bytes)
+    else:
+        proc = await GroupProcess.start(launch.argv, cwd=launch.cwd, env=launch.env, log_path=root / "child.log")
+    path = "cold" if zygote is None else "warm"
+    log.info("cpu_trainer.child_started", pid=proc.pid, isolation=launch.isolation, uid=launch.uid, path=path)
     timed_out = False
     try:
         while True:
@@ -122,7 +137,8 @@ async def train_in_child(
         await asyncio.shield(_end_everything(proc, launch))
     await seen.forward(follower, on_step)
     wall = time.monotonic() - started
-    return _outcome(launch, root, proc.returncode, seen.env_started, timed_out, kill_grace_s, wall)
+    outcome = _outcome(launch, root, proc.returncode, seen.env_started, timed_out, kill_grace_s, wall)
+    return msgspec.structs.replace(outcome, path=path)
 
 
 class _Seen:
@@ -154,7 +170,7 @@ class _Seen:
                 await on_step(record)
 
 
-async def _end_everything(proc: GroupProcess, launch: Launch) -> None:
+async def _end_everything(proc: GroupProcess | WarmChild, launch: Launch) -> None:
     # No grace: the child's report (if any) is written, and a process still running now is one the env
     # left behind, which a grace period would only give time to tamper.
     if proc.returncode is None:

@@ -33,7 +33,7 @@ import msgspec
 import structlog
 import torch
 
-from adapters.sandbox import Mode, WeakIsolation, detect_isolation, require_confinement
+from adapters.sandbox import IsolationPlan, Mode, WeakIsolation, detect_isolation, require_confinement
 from families.spec import TaskSpec, validate_spec
 from handlers.episode.job_config import JobConfigError, load_job_config
 from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
@@ -42,6 +42,7 @@ from ._confine import ChildLimits, make_root
 from ._loop import StepRecord, TrainReport
 from ._settings import DEFAULT_LR_SCALE, CpuTrainSettings, settings_from_job
 from ._supervise import ChildOutcome, TrainingFailed, train_in_child
+from ._warm import TrainZygote, ZygoteUnavailable, zygote_for
 
 __all__ = ["CpuTrainer", "make_trainer"]
 
@@ -80,6 +81,7 @@ class CpuTrainer:
         max_steps: int | None = None,
         batch_size: int | None = None,
         unsafe_no_sandbox: bool = False,
+        child_path: Literal["warm", "cold"] = "warm",
     ) -> None:
         self.lr_scale = lr_scale
         self.seed = seed
@@ -98,6 +100,12 @@ class CpuTrainer:
         self.batch_size = batch_size
         # Without bubblewrap every job fails with config_error (one line naming what is missing) unless opted in.
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        # "warm": the training child is a confined fork of this process's training zygote (torch, transformers
+        # and verifiers imported once; :mod:`._warm`), falling back to "cold" (a bubblewrap sandbox and
+        # interpreter per job) where the zygote cannot be set up; "cold" forces the latter.
+        if child_path not in _CHILD_PATHS:
+            raise ValueError(f"cpu trainer: child_path={child_path!r}; expected one of {_CHILD_PATHS}")
+        self.child_path = child_path
         # The untrained base's scores, per (checkpoint file, family, eval settings, eval key): every job on this pod
         # that starts from the same base gets the same pre-score (same tasks, same seed), so it is taken once.
         # A multi-job episode's later jobs, and an outer loop's many jobs per base, skip a whole eval each.
@@ -214,24 +222,42 @@ class CpuTrainer:
                 )
             )
 
-        work = make_root(self.work_root)
+        scoring = asyncio.create_task(pre_score())  # in this process, while the child starts (or the zygote)
         try:
-            scoring = asyncio.create_task(pre_score())
+            zygote, cold_because = await self._zygote(plan)
+            work = make_root(zygote.spool if zygote is not None else self.work_root)
+        except BaseException:
+            scoring.cancel()
+            raise
+        try:
             try:
-                trained = await train_in_child(
-                    plan=plan,
-                    root=work,
-                    env_src=env_src,
-                    checkpoint=ckpt.path,
-                    env_id=config.env.id,
-                    env_config=env_config,
-                    family=job.family,
-                    settings=settings,
-                    deadline_at=deadline,
-                    kill_grace_s=self.kill_grace_s,
-                    limits=self.limits,
-                    on_step=on_step,
-                )
+
+                async def train_here(zygote: TrainZygote | None) -> ChildOutcome:
+                    return await train_in_child(
+                        plan=plan,
+                        root=work,
+                        env_src=env_src,
+                        checkpoint=base_dir,
+                        env_id=config.env.id,
+                        env_config=env_config,
+                        family=job.family,
+                        settings=settings,
+                        deadline_at=deadline,
+                        kill_grace_s=self.kill_grace_s,
+                        limits=self.limits,
+                        on_step=on_step,
+                        zygote=zygote,
+                    )
+
+                try:
+                    trained = await train_here(zygote)
+                except ZygoteUnavailable as exc:  # the fork was refused: nothing of the child ran; go cold
+                    cold_because = f"warm path unavailable: {exc}"
+                    log.warning("cpu_trainer.warm_fallback", reason=str(exc))
+                    await asyncio.to_thread(shutil.rmtree, work, True)
+                    work = make_root(self.work_root)
+                    trained = await train_here(None)
+                trained = msgspec.structs.replace(trained, path_note=cold_because)
             except TrainingFailed as exc:
                 scoring.cancel()
                 raise _Failed(exc.reason, exc.detail, isolation=exc.isolation, log_tail=exc.log_tail) from None
@@ -275,6 +301,18 @@ class CpuTrainer:
             stop_reason=report.stop_reason,
             eval_n=post.n,
         )
+
+    async def _zygote(self, plan: IsolationPlan) -> tuple[TrainZygote | None, str]:
+        """This process's ready training zygote, or None and why the job runs cold."""
+        if self.child_path == "cold":
+            return None, "cold path asked for"
+        try:
+            zygote = zygote_for(plan, self.work_root, threads=self.threads)
+            await zygote.ensure()
+        except (ZygoteUnavailable, OSError) as exc:  # OSError: bubblewrap could not even be started
+            log.warning("cpu_trainer.warm_unavailable", reason=str(exc))
+            return None, f"warm path unavailable: {exc}"
+        return zygote, ""
 
     async def _load_trained(self, base: Path, trained: ChildOutcome) -> Any:
         """A fresh copy of the base checkpoint with the child's weights: a safetensors file, read as data."""
@@ -425,6 +463,10 @@ def isolation_line(trained: ChildOutcome) -> str:
     )
     who = f"uid {trained.uid}" if trained.uid is not None else "the engine's uid"
     text = f"training isolation: {trained.isolation}, {who}, rlimits({limits}), scrubbed env, key sealed"
+    if trained.path == "warm":
+        text += ", warm path (a confined fork of the training zygote: namespaces, mounts and uid of its own)"
+    else:
+        text += f", cold path ({trained.path_note or 'a bubblewrap sandbox and interpreter of its own'})"
     if trained.note:
         text += f" [weaker because: {trained.note}]"
     if trained.isolation != "bwrap":
@@ -455,7 +497,9 @@ _OPTIONS: dict[str, type] = {
     "max_steps": int,
     "batch_size": int,
     "unsafe_no_sandbox": str,
+    "child_path": str,
 }
+_CHILD_PATHS = ("warm", "cold")
 _ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 

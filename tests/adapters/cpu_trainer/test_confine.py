@@ -72,3 +72,32 @@ def test_as_root_the_child_drops_to_a_uid_of_its_own_that_owns_only_its_output()
         import shutil
 
         shutil.rmtree(root)
+
+
+def test_the_warm_zygote_gets_the_cold_childs_confinement_with_the_spool_instead_of_one_job(tmp_path: Path) -> None:
+    from adapters.cpu_trainer._confine import ChildLimits, zygote_argv
+
+    plan = IsolationPlan(mode="bwrap", switch_uid=False)
+    cold = prepare_launch(plan, make_root(tmp_path), ENV, CKPT, threads=1).argv
+    warm = zygote_argv(
+        plan, tmp_path / "spool", threads=1, limits=ChildLimits(), python=Path(cold[cold.index("--") + 1])
+    )
+    cold_mounts, warm_mounts = binds(cold), binds(warm)
+    per_job = {"/sandbox/base", "/sandbox/env", "/sandbox/request.json", "/sandbox/out"}
+    shared = {d: m for d, m in cold_mounts.items() if d not in per_job}
+    assert shared and all(warm_mounts[d] == m for d, m in shared.items())  # the same system, Python and code
+    assert warm_mounts["/sandbox/spool"] == ("--bind", str(tmp_path / "spool"))  # the only addition
+    assert warm_mounts["/sandbox/request.json"] == ("--ro-bind", "/dev/null")  # a mount point for each child's
+    assert set(warm_mounts) - set(cold_mounts) == {"/sandbox/spool"}
+    writable = sorted(d for d, (flag, _) in warm_mounts.items() if not flag.startswith("--ro"))
+    assert writable == ["/sandbox/spool"]
+    assert not any(str(ROOT) == src or (src.endswith(".key") and "eval" in src) for _, src in warm_mounts.values())
+
+    def setenv(argv: list[str]) -> dict[str, str]:
+        return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+
+    assert setenv(warm) == setenv(cold) and setenv(warm)[SEAL_VAR] == "1" and ENV_VAR not in setenv(warm)
+    cut = cold.index("--")  # the options before the command: namespaces, clearenv, die-with-parent, tmpfs ...
+    flags = {a for a in cold[:cut] if a.startswith("--") and a not in ("--bind", "--ro-bind", "--chdir")}
+    assert flags <= set(warm[: warm.index("--")])
+    assert "cpu_trainer._zygote" in warm[-1]

@@ -149,6 +149,9 @@ def test_the_pod_agent_factory_reads_typed_options_and_refuses_unknown_ones() ->
         make_trainer({"sede": "3"})
     with pytest.raises(ValueError, match="threads='two' is not a int"):
         make_trainer({"threads": "two"})
+    assert make_trainer({}).child_path == "warm" and make_trainer({"child_path": "cold"}).child_path == "cold"
+    with pytest.raises(ValueError, match="child_path='tepid'; expected one of"):
+        make_trainer({"child_path": "tepid"})
 
 
 async def test_turn_seeded_requests_get_a_stable_seed_per_rollout_and_turn() -> None:
@@ -264,7 +267,7 @@ async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
 
     monkeypatch.setattr(adapters.tiny.scorer, "score_hidden", counting_score)
     monkeypatch.setattr(_trainer, "train_in_child", fake_train)
-    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True)
+    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold")  # no child runs: no zygote
     seen: list[Progress] = []
 
     async def record(p: Progress) -> None:

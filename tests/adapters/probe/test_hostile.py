@@ -168,8 +168,8 @@ def _is_sandbox(pid: str) -> bool:
             cmd = f.read()
     except OSError:
         return False
-    if b"zygote.py" in cmd:  # the warm probe's zygote lives as long as the engine, by design
-        return False
+    if b"zygote.py" in cmd or b"cpu_trainer._zygote" in cmd:  # the warm zygotes (probe, CPU trainer) live as
+        return False  # long as the process that started them, by design
     return b"bwrap" in cmd or b"driver.py" in cmd or b"unshare" in cmd
 
 
