@@ -88,23 +88,12 @@ class TrainSettings(msgspec.Struct, frozen=True, kw_only=True):
 # Mistake rates per family: the harder a family is for these models, the less noise it needs for a base
 # that is partial (far from 0 and 1) when sampled at temperature 1.
 FAMILY_NOISE: dict[str, float] = {"calc_chain": 0.3, "string_pipeline": 0.2, "ledger": 0.4}
-# Chosen by measurement (quick hidden evals every 200 steps) to give partial bases; see fixtures/tiny/README.md.
+# Stage 1 (committed under fixtures/tiny/stage1): chosen by measurement (quick hidden evals every 200 steps) to
+# give partial bases. Only the small model has a stage 1: the larger one is grown from the small one's stage 2.
+# (Trained from scratch with a similar budget, a deeper model ended below the small one, 900 steps: calc_chain
+# 0.145, ledger 0.515 at t1: depth slows early learning. Grown from the small one, it starts from its skill.)
 DEFAULTS: dict[str, TrainSettings] = {
     "tiny-0.6b": TrainSettings(steps=1200, batch=16, lr=3e-3, warmup=20, noise=0.4, family_noise=FAMILY_NOISE),
-    # Trained from scratch with a similar budget, a deeper model ended below the small one (900 steps: calc_chain
-    # 0.145, ledger 0.515 at t1): depth slows early learning. Grown from the small one and trained further,
-    # it starts from the small one's skill and adds to it.
-    "tiny-1.7b": TrainSettings(
-        steps=400,
-        batch=16,
-        lr=1.5e-3,
-        warmup=20,
-        noise=0.4,
-        family_noise=FAMILY_NOISE,
-        copy_steps=0,
-        grow_from="tiny-0.6b",
-        data_offset=1,
-    ),
 }
 # Stage 2: every family, continuing from the stage-1 model. Stage 1 (above) planted skill on three
 # chain families; triage, the replica's held-out family, had a base of 0.000 and the other two the same.
@@ -112,8 +101,6 @@ DEFAULTS: dict[str, TrainSettings] = {
 # weight is the largest since it starts from nothing; calc_chain and ledger keep a share so that their
 # stage-1 skill stays. dispatch and multi_hop have no notes (their bases may stay near 0). No mistakes
 # planted in the new families: they are far from saturating.
-STAGE2_STEPS_SMALL = 400
-STAGE2_STEPS_LARGE = 300
 STAGE2_WEIGHTS: dict[str, float] = {
     "calc_chain": 2.0,
     "ledger": 2.0,
@@ -125,7 +112,7 @@ STAGE2_WEIGHTS: dict[str, float] = {
 STAGE2_NOISE: dict[str, float] = {**FAMILY_NOISE, "triage": 0.0, "dispatch": 0.0, "multi_hop": 0.0}
 STAGE2: dict[str, TrainSettings] = {
     "tiny-0.6b": TrainSettings(
-        steps=STAGE2_STEPS_SMALL,
+        steps=400,
         batch=16,
         lr=2e-3,
         warmup=20,
@@ -135,14 +122,17 @@ STAGE2: dict[str, TrainSettings] = {
         data_offset=2,
         family_weights=STAGE2_WEIGHTS,
     ),
+    # Grown from the stage-2 small model (as stage 1 grew it from the stage-1 one): it starts with the small
+    # one's skill on every family, triage included, and adds to it.
     "tiny-1.7b": TrainSettings(
-        steps=STAGE2_STEPS_LARGE,
+        steps=150,
         batch=16,
         lr=1.5e-3,
         warmup=20,
         noise=0.0,
         family_noise=STAGE2_NOISE,
         copy_steps=0,
+        grow_from="tiny-0.6b",
         data_offset=3,
         family_weights=STAGE2_WEIGHTS,
     ),
@@ -348,22 +338,22 @@ def main(argv: list[str] | None = None) -> int:
     metas: list[dict[str, Any]] = []
     log.info("tiny.pretrain.tokenizer", vocab=len(tokenizer), cpu_s=round(time.process_time() - started, 1))
     stage1: dict[str, tuple[Checkpoint, dict[str, Any]]] = {}
+    trained: dict[str, Checkpoint] = {}
 
     def stage_one(name: str) -> tuple[Checkpoint, dict[str, Any]]:
         """The stage-1 model (three chain families) and its record: trained here, or loaded from --stage1."""
         if name in stage1:
             return stage1[name]
         settings = DEFAULTS[name]
-        if not args.from_scratch:  # the same weights, bit for bit, as training it here (same seed and torch)
+        if not args.from_scratch:  # the committed stage 1 (see STAGE1_DIR)
             ckpt = load_checkpoint(args.stage1 / name)
             if ckpt.tokenizer.get_vocab() != tokenizer.get_vocab():
                 parser.error(f"{args.stage1 / name} was built with another tokenizer (seed?)")
             old = ckpt.meta.get("stage1", ckpt.meta)
             record = {"train": old["train"], "final_loss": old["final_loss"], "train_cpu_s": old["train_cpu_s"]}
         else:
-            init = None if settings.grow_from is None else stage_one(settings.grow_from)[0].model
             t0 = time.process_time()
-            ckpt, history = sft_model(MODEL_SPECS[name], tokenizer, settings, args.seed, init=init)
+            ckpt, history = sft_model(MODEL_SPECS[name], tokenizer, settings, args.seed)
             record = {
                 "train": settings.as_dict(),
                 "final_loss": history[-1]["loss"] if history else None,
@@ -386,7 +376,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--families: unknown {', '.join(unknown)}")
         weights = {f: settings.family_weights.get(f, 1.0) for f in families}
         settings = msgspec.structs.replace(settings, family_weights=weights)
-        first, record = stage_one(name)
+        trained_from: dict[str, Any]
+        if settings.grow_from is None:
+            first, record = stage_one(name)
+            init, grow, trained_from = first.model, False, {"stage1": record}
+        else:  # the parent's stage-2 model: trained above, or built by an earlier invocation (same weights)
+            parent = trained.get(settings.grow_from)
+            if parent is None:
+                try:
+                    parent = load_checkpoint(args.out / settings.grow_from)
+                except FileNotFoundError:
+                    parser.error(f"{name} grows from {settings.grow_from}: build it first (--models with both)")
+            if parent.tokenizer.get_vocab() != tokenizer.get_vocab():
+                parser.error(f"{settings.grow_from} in {args.out} was built with another tokenizer")
+            init, grow, trained_from = parent.model, True, {"grown_from": settings.grow_from}
         t0 = time.process_time()
         ckpt, history = sft_model(
             spec,
@@ -396,9 +399,10 @@ def main(argv: list[str] | None = None) -> int:
             families=families,
             eval_every=args.eval_every,
             snapshot_dir=args.snapshots,
-            init=first.model,
-            grow=False,
+            init=init,
+            grow=grow,
         )
+        trained[name] = ckpt
         train_s = time.process_time() - t0
         scores = {} if args.no_score else _base_scores(ckpt, args.seed)
         log.info("tiny.pretrain.scores", model=name, train_cpu_s=round(train_s, 1), **scores)
@@ -409,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "command": command,
             "sft_families": list(families),
-            "stage1": record,
+            **trained_from,
             "train": settings.as_dict(),
             "final_loss": history[-1]["loss"] if history else None,
             "train_cpu_s": round(train_s, 1),

@@ -45,8 +45,9 @@ def _model_section(meta: dict[str, Any], families: Sequence[str]) -> list[str]:
     ]
     if "stage1" in meta:
         lines.append(_stage1_line(meta["stage1"]))
+    start = f"grown from {meta['grown_from']}'s stage 2 (function-preserving), " if meta.get("grown_from") else ""
     lines += [
-        f"- stage 2: {train['steps']} steps x batch {train['batch']} on {', '.join(meta['sft_families'])}"
+        f"- stage 2: {start}{train['steps']} steps x batch {train['batch']} on {', '.join(meta['sft_families'])}"
         + (f" (drawn with weights {weights})" if weights else "")
         + f", AdamW lr {train['lr']} (warmup {train['warmup']}, cosine to 10%); mistake rates"
         f" {train['family_noise'] or train['noise']}; final loss {meta['final_loss']};"
@@ -107,10 +108,11 @@ def readme(metas: Sequence[dict[str, Any]]) -> str:
         "",
         "    python -m adapters.tiny.pretrain --seed 0 --out fixtures/tiny",
         "",
-        "Two stages. Stage 1 (SFT on calc_chain, string_pipeline, ledger) is committed under `stage1/`, with",
-        "the tokenizer it was trained with; stage 2 continues each stage-1 model on all six families, and is",
-        "what the command above rebuilds. (`--from-scratch` retrains the tokenizer and stage 1 too: the",
-        "families' texts have changed since stage 1 was made, so that gives another tokenizer and other weights.)",
+        "Two stages. Stage 1 (SFT on calc_chain, string_pipeline, ledger) made tiny-0.6b; its checkpoint is",
+        "committed under `stage1/`, with the tokenizer it was trained with. Stage 2, what the command above",
+        "rebuilds, continues it on all six families, then grows tiny-1.7b from the result and trains that",
+        "further. (`--from-scratch` retrains the tokenizer and stage 1 too: the families' texts have changed",
+        "since stage 1 was made, so that gives another tokenizer and other weights.)",
         "",
         "Scores: mean reward on each family's 200 hidden tasks, in process (adapters.tiny.scorer), max 96",
         "new tokens a turn, the spec's turn limit; `t1` samples at temperature 1 (the eval setting), `greedy`",

@@ -50,7 +50,8 @@ def test_stage1_keeps_triage_out_and_stage2_covers_every_family():
         assert set(settings.family_weights) == set(FAMILIES)
         assert settings.family_weights["triage"] == max(settings.family_weights.values())
         assert settings.family_noise["triage"] == 0.0  # far from saturating: no mistakes planted
-        assert settings.grow_from is None and settings.copy_steps == 0  # continues its stage-1 model
+        assert settings.copy_steps == 0  # continues a trained model: its stage-1 one, or the small stage-2 one
+    assert STAGE2["tiny-0.6b"].grow_from is None and STAGE2["tiny-1.7b"].grow_from == "tiny-0.6b"
 
 
 def test_readme_lists_every_model_family_and_the_agent():
