@@ -81,9 +81,10 @@ def _agent_section(meta: dict[str, Any]) -> list[str]:
         f"- {meta['parameters']:,} parameters (the tiny-0.6b architecture and tokenizer); seed {meta['seed']};"
         f" starts from {meta['init']}",
         f"- command: `{meta['command']}`",
-        f"- {s['steps']} steps x batch {8 * s['repeats']} (each choice once per 8), AdamW lr {s['lr']} (warmup"
-        f" {s['warmup']}, linear decay to 10%); final loss {meta['final_loss']}; {meta['train_cpu_s']} CPU-s"
-        " (one torch thread)",
+        f"- {meta.get('steps_run', s['steps'])} steps (of at most {s['steps']}: it stops near the loss floor"
+        f" {meta.get('loss_floor')}, the entropy of a uniform choice) x batch {8 * s['repeats']} (each choice once"
+        f" per 8), AdamW lr {s['lr']} (warmup {s['warmup']}, linear decay to 10%); final loss {meta['final_loss']};"
+        f" {meta['train_cpu_s']} CPU-s (one torch thread)",
         f"- tasks: {', '.join(meta['tasks'])} ({meta['transcripts']} transcripts of"
         f" {meta['transcript_tokens']['min']}-{meta['transcript_tokens']['max']} tokens; the context is 2048);"
         f" transcripts fingerprint {meta['transcripts_fingerprint']} (tests/adapters/tiny/test_agent.py fails when"
