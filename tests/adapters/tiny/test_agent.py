@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from families.spec import TaskSpec
 
 AGENT = FIXTURE_DIR / "tiny-agent"
-N_EPISODES = 48  # 24 calc_chain + 24 ledger: 6 expected per choice
+N_EPISODES = 32  # 16 calc_chain + 16 ledger: 4 expected per choice (exact probabilities are checked below too)
 FORMAT_FLOOR = 0.90  # parseable job.toml + submit_job
 CHI2_CRIT_P001_DF7 = 24.32  # chi-square critical value, 7 degrees of freedom, p = 0.001
 
@@ -54,7 +54,7 @@ def played(train_specs: list[TaskSpec]) -> list[Played]:
     return asyncio.run(run())
 
 
-@pytest.mark.slow  # one fixture samples 48 episodes (~17k tokens) for the tests below: ~10-20 s on one thread
+@pytest.mark.slow  # one fixture samples 32 episodes (~12k tokens, ~30 CPU-s on one thread) for the two tests
 def test_agent_submits_a_parseable_job_in_most_episodes(played: list[Played]) -> None:
     assert len(played) == N_EPISODES
     ok = [p for p in played if p.submitted and p.parseable]
@@ -74,9 +74,9 @@ def test_agent_choices_are_near_uniform_when_sampled(played: list[Played]) -> No
     expected = n / len(counts)
     chi2 = sum((k - expected) ** 2 / expected for k in counts.values())
     assert chi2 < CHI2_CRIT_P001_DF7, {c.label: k for c, k in counts.items()}
-    # Each model about half the time (binomial sd at n=48 is 0.07; the bound is ~2.5 sd).
+    # Each model about half the time (binomial sd at n=32 is 0.09; the bound is ~2.3 sd).
     small = sum(c.model.endswith("0.6B") for c in chosen) / n
-    assert abs(small - 0.5) <= 0.18, small
+    assert abs(small - 0.5) <= 0.2, small
 
 
 def test_agent_choice_probabilities_are_near_uniform(train_specs: list[TaskSpec]) -> None:
