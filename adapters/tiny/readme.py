@@ -75,15 +75,16 @@ def _agent_section(meta: dict[str, Any]) -> list[str]:
         'Plays the CPU replica\'s episode harness (docs/replica.md): `read_file("INSTRUCTIONS.md")`, then',
         '`write_file("job.toml", ...)` with one of the 8 (model x rubric) choices, then `submit_job`. SFT on the',
         "real transcripts (handlers/episode/setup.opening_messages, the replica's template and task specs, the",
-        "real tool results; job.toml from handlers/episode/choice.job_text), every batch holding each choice once:",
-        "it learns the format only, and picks each choice about equally often at temperature 1.",
+        "real tool results; job.toml from handlers/episode/choice.job_text), every batch holding each choice once",
+        "(one task per batch, the tasks in turn): it learns the format only, and picks each choice about equally",
+        "often at temperature 1. The build draws nothing at random: the same torch gives the same weights.",
         "",
         f"- {meta['parameters']:,} parameters (the tiny-0.6b architecture and tokenizer); seed {meta['seed']};"
         f" starts from {meta['init']}",
         f"- command: `{meta['command']}`",
         f"- {meta.get('steps_run', s['steps'])} steps (of at most {s['steps']}: it stops near the loss floor"
-        f" {meta.get('loss_floor')}, the entropy of a uniform choice) x batch {8 * s['repeats']} (each choice once"
-        f" per 8), AdamW lr {s['lr']} (warmup {s['warmup']}, linear decay to 10%); final loss {meta['final_loss']};"
+        f" {meta.get('loss_floor')}, the entropy of a uniform choice) x batch {8 * s['repeats']} (each choice"
+        f" once), AdamW lr {s['lr']} (warmup {s['warmup']}, linear decay to 10%); final loss {meta['final_loss']};"
         f" {meta['train_cpu_s']} CPU-s (one torch thread)",
         f"- tasks: {', '.join(meta['tasks'])} ({meta['transcripts']} transcripts of"
         f" {meta['transcript_tokens']['min']}-{meta['transcript_tokens']['max']} tokens; the context is 2048);"
