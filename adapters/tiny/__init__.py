@@ -3,6 +3,8 @@
 Two checkpoints live under ``fixtures/tiny/<name>/`` (safetensors + config + tokenizer + ``meta.json``):
 ``tiny-0.6b`` and ``tiny-1.7b``, stand-ins for ``Qwen/Qwen3-0.6B`` / ``Qwen/Qwen3-1.7B`` (the larger one
 has more base skill). ``python -m adapters.tiny.pretrain --seed 0 --out fixtures/tiny`` rebuilds them.
+``fixtures/tiny/tiny-agent`` is the CPU replica's trainer agent (same architecture and tokenizer), rebuilt by
+``python -m adapters.tiny.agent --seed 0 --out fixtures/tiny``; ``adapters.tiny.agent_play`` plays it.
 
 API summary (names are stable; everything is importable from ``adapters.tiny``)::
 

@@ -121,11 +121,20 @@ class Checkpoint:
         return sum(p.numel() for p in self.model.parameters())
 
 
+def _drop_load_state(path: Path) -> None:
+    """A tokenizer loaded from disk saves how it was loaded (``is_local``...): not part of the checkpoint."""
+    config = json.loads(path.read_text())
+    for key in ("is_local", "local_files_only"):
+        config.pop(key, None)
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
 def save_checkpoint(ckpt: Checkpoint, directory: Path, meta: dict[str, Any] | None = None) -> Path:
     """Write model, tokenizer and ``meta.json`` to ``directory`` (created)."""
     directory.mkdir(parents=True, exist_ok=True)
     ckpt.model.save_pretrained(directory, safe_serialization=True)
     ckpt.tokenizer.save_pretrained(directory)
+    _drop_load_state(directory / "tokenizer_config.json")
     record = meta if meta is not None else ckpt.meta
     (directory / "meta.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return directory

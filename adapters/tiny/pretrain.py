@@ -18,13 +18,14 @@ torch thread so that the result does not depend on the thread count.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,24 @@ from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 from families import FAMILIES, current_key, get_family
 
 from .chat import SPECIAL_TOKENS, TEXT_TOKENS, render_text
-from .model import MODEL_SPECS, Checkpoint, ModelSpec, build_model, grow_model, load_checkpoint, save_checkpoint
+from .model import (
+    FIXTURE_DIR,
+    MODEL_SPECS,
+    Checkpoint,
+    ModelSpec,
+    build_model,
+    grow_model,
+    load_checkpoint,
+    save_checkpoint,
+)
+from .readme import readme, write_readme
 from .scorer import DEFAULT_MAX_TOKENS, EVAL_TEMPERATURE, score_hidden
 from .sft import copy_batch, encode_conversation, sft_loss
+from .thoughts import TOKENIZER_NOTE_FAMILIES
 from .tokenizer import train_tokenizer, wrap_tokenizer
 from .traces import trace_messages
 
-__all__ = ["SFT_FAMILIES", "TrainSettings", "build_tokenizer", "main", "sft_model"]
+__all__ = ["SFT_FAMILIES", "STAGE2", "TrainSettings", "build_tokenizer", "main", "readme", "sft_model"]
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +79,7 @@ class TrainSettings(msgspec.Struct, frozen=True, kw_only=True):
     copy_pool: int = 128  # the most frequent ordinary tokens of the corpus (a 1000-token pool learns far slower)
     grow_from: str | None = None  # start from this trained model, grown function-preservingly (model.grow_model)
     data_offset: int = 0  # shifts the trace stream's seed, so a grown model sees traces its parent did not
+    family_weights: dict[str, float] = {}  # draw families with these weights (empty: uniformly, as stage 1)
 
     def as_dict(self) -> dict[str, Any]:
         return msgspec.structs.asdict(self)
@@ -75,41 +88,81 @@ class TrainSettings(msgspec.Struct, frozen=True, kw_only=True):
 # Mistake rates per family: the harder a family is for these models, the less noise it needs for a base
 # that is partial (far from 0 and 1) when sampled at temperature 1.
 FAMILY_NOISE: dict[str, float] = {"calc_chain": 0.3, "string_pipeline": 0.2, "ledger": 0.4}
-# Chosen by measurement (quick hidden evals every 200 steps) to give partial bases; see fixtures/tiny/README.md.
+# Stage 1 (committed under fixtures/tiny/stage1): chosen by measurement (quick hidden evals every 200 steps) to
+# give partial bases. Only the small model has a stage 1: the larger one is grown from the small one's stage 2.
+# (Trained from scratch with a similar budget, a deeper model ended below the small one, 900 steps: calc_chain
+# 0.145, ledger 0.515 at t1: depth slows early learning. Grown from the small one, it starts from its skill.)
 DEFAULTS: dict[str, TrainSettings] = {
     "tiny-0.6b": TrainSettings(steps=1200, batch=16, lr=3e-3, warmup=20, noise=0.4, family_noise=FAMILY_NOISE),
-    # Trained from scratch with a similar budget, a deeper model ended below the small one (900 steps: calc_chain
-    # 0.145, ledger 0.515 at t1): depth slows early learning. Grown from the small one and trained further,
-    # it starts from the small one's skill and adds to it.
-    "tiny-1.7b": TrainSettings(
+}
+# Stage 2: every family, continuing from the stage-1 model. Stage 1 (above) planted skill on three
+# chain families; triage, the replica's held-out family, had a base of 0.000 and the other two the same.
+# Its traces carry notes that make the time comparison one step at a time (thoughts._triage); its
+# weight is the largest since it starts from nothing; calc_chain and ledger keep a share so that their
+# stage-1 skill stays. dispatch and multi_hop have no notes (their bases may stay near 0). No mistakes
+# planted in the new families: they are far from saturating.
+STAGE2_WEIGHTS: dict[str, float] = {
+    "calc_chain": 2.0,
+    "ledger": 2.0,
+    "string_pipeline": 1.0,
+    "triage": 4.0,
+    "dispatch": 0.5,
+    "multi_hop": 0.5,
+}
+STAGE2_NOISE: dict[str, float] = {**FAMILY_NOISE, "triage": 0.0, "dispatch": 0.0, "multi_hop": 0.0}
+STAGE2: dict[str, TrainSettings] = {
+    "tiny-0.6b": TrainSettings(
         steps=400,
+        batch=16,
+        lr=2e-3,
+        warmup=20,
+        noise=0.0,
+        family_noise=STAGE2_NOISE,
+        copy_steps=0,
+        data_offset=2,
+        family_weights=STAGE2_WEIGHTS,
+    ),
+    # Grown from the stage-2 small model (as stage 1 grew it from the stage-1 one): it starts with the small
+    # one's skill on every family, triage included, and adds to it.
+    "tiny-1.7b": TrainSettings(
+        steps=150,
         batch=16,
         lr=1.5e-3,
         warmup=20,
-        noise=0.4,
-        family_noise=FAMILY_NOISE,
+        noise=0.0,
+        family_noise=STAGE2_NOISE,
         copy_steps=0,
         grow_from="tiny-0.6b",
-        data_offset=1,
+        data_offset=3,
+        family_weights=STAGE2_WEIGHTS,
     ),
 }
 TOOL_SHUFFLE = 0.25  # share of traces whose tool list is shuffled, so the order a server sends does not matter
+# Stage 1's checkpoints, committed: stage 2 starts from them. Rebuilding stage 1 (--from-scratch) gives
+# another tokenizer than theirs, because the families' generated texts changed after they were made.
+STAGE1_DIR = FIXTURE_DIR / "stage1"
 
 
 def _conversations(
-    names: Sequence[str], seed: int, noise: float, family_noise: Mapping[str, float] | None = None
+    names: Sequence[str],
+    seed: int,
+    noise: float,
+    family_noise: Mapping[str, float] | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    note_families: Collection[str] | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
-    """Endless (messages, tools) from the train split, families drawn uniformly, seeded."""
+    """Endless (messages, tools) from the train split, families drawn uniformly (or by ``weights``), seeded."""
     rng = random.Random(seed)
     fams = [get_family(n) for n in names]
     schemas = {f.name: f.tool_schemas() for f in fams}
     rates = dict(family_noise or {})
     counter = 0
     while True:
-        fam = rng.choice(fams)
+        fam = rng.choices(fams, [weights[f.name] for f in fams])[0] if weights else rng.choice(fams)
         task = fam.generate("train", seed * 1_000_003 + counter)
         counter += 1
-        messages = trace_messages(fam, task, rng, rates.get(fam.name, noise))
+        messages = trace_messages(fam, task, rng, rates.get(fam.name, noise), note_families)
         tools = list(schemas[fam.name])
         if rng.random() < TOOL_SHUFFLE:
             rng.shuffle(tools)
@@ -135,7 +188,8 @@ def build_tokenizer(seed: int, per_family: int = 300, vocab_size: int = 1024) ->
     renderer = wrap_tokenizer(Tokenizer(models.BPE()))  # an empty vocabulary renders the template just as well
     texts: list[str] = []
     for name in FAMILIES:
-        stream = _conversations([name], seed + 7919, noise=0.4)
+        # The notes of stage 1's families only: the tokenizer stays the one the stage-1 models know.
+        stream = _conversations([name], seed + 7919, noise=0.4, note_families=TOKENIZER_NOTE_FAMILIES)
         for _ in range(per_family):
             messages, tools = next(stream)
             texts.append(render_text(renderer, messages, tools, add_generation_prompt=False))
@@ -192,15 +246,22 @@ def sft_model(
     eval_limit: int = 40,
     snapshot_dir: Path | None = None,
     init: Qwen3ForCausalLM | None = None,
+    grow: bool = True,
 ) -> tuple[Checkpoint, list[dict[str, Any]]]:
-    """SFT one model from a seeded init (or ``init``, grown to ``spec``); returns it and the training log."""
-    model = build_model(spec, tokenizer, seed) if init is None else grow_model(init, spec, seed)
+    """SFT one model from a seeded init (or ``init``: grown to ``spec``, or a copy of it trained further
+    when ``grow`` is False); returns it and the training log."""
+    if init is None:
+        model = build_model(spec, tokenizer, seed)
+    else:
+        model = grow_model(init, spec, seed) if grow else copy.deepcopy(init)
     ckpt = Checkpoint(spec.name, model, tokenizer)
     pad = int(tokenizer.pad_token_id or 0)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95), weight_decay=0.01)
     _copy_warmup(model, tokenizer, settings, seed, families)
     data_seed = seed + settings.data_offset
-    stream = _conversations(families, data_seed, settings.noise, settings.family_noise)
+    stream = _conversations(
+        families, data_seed, settings.noise, settings.family_noise, weights=settings.family_weights or None
+    )
     batches = _batches(tokenizer, stream, settings.batch, data_seed)
     history: list[dict[str, Any]] = []
     started = time.process_time()
@@ -239,13 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("fixtures/tiny"))
     parser.add_argument("--models", default=",".join(MODEL_SPECS), help="comma-separated model names")
-    parser.add_argument("--steps", type=int, default=None, help="override the per-model step count")
+    parser.add_argument("--steps", type=int, default=None, help="override stage 2's step count")
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--noise", type=float, default=None)
-    parser.add_argument("--copy-steps", type=int, default=None)
-    parser.add_argument("--copy-lr", type=float, default=None)
-    parser.add_argument("--families", default=",".join(SFT_FAMILIES))
+    parser.add_argument("--families", default=",".join(STAGE2_WEIGHTS), help="stage 2's families")
+    parser.add_argument("--stage1", type=Path, default=STAGE1_DIR, help="the stage-1 checkpoints (and their tokenizer)")
+    parser.add_argument("--from-scratch", action="store_true", help="train the tokenizer and stage 1 too")
+    parser.add_argument("--no-score", action="store_true", help="skip the hidden-eval scores (timing runs)")
     parser.add_argument("--eval-every", type=int, default=0, help="quick hidden evals while training (tuning)")
     parser.add_argument("--snapshots", type=Path, default=None, help="save a checkpoint at every quick eval")
     parser.add_argument("--no-save", action="store_true")
@@ -256,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.readme_only:
-        _write_readme(args.out)
+        write_readme(args.out)
         return 0
     if args.rescore:
         for name in args.models.split(","):
@@ -265,39 +327,69 @@ def main(argv: list[str] | None = None) -> int:
             rescored["base_scores"] = _base_scores(ckpt, args.seed)
             rescored["score_settings"] = _score_settings(args.seed)
             (args.out / name / "meta.json").write_text(json.dumps(rescored, indent=2, sort_keys=True) + "\n")
-        _write_readme(args.out)
+        write_readme(args.out)
         return 0
     command = "python -m adapters.tiny.pretrain " + " ".join(sys.argv[1:] if argv is None else argv)
     started = time.process_time()
-    tokenizer = build_tokenizer(args.seed)
+    if args.from_scratch:
+        tokenizer = build_tokenizer(args.seed)
+    else:  # the stage-1 models' own tokenizer (the families' texts have changed since it was trained)
+        tokenizer = load_checkpoint(args.stage1 / "tiny-0.6b").tokenizer
     metas: list[dict[str, Any]] = []
-    trained: dict[str, Checkpoint] = {}
     log.info("tiny.pretrain.tokenizer", vocab=len(tokenizer), cpu_s=round(time.process_time() - started, 1))
+    stage1: dict[str, tuple[Checkpoint, dict[str, Any]]] = {}
+    trained: dict[str, Checkpoint] = {}
+
+    def stage_one(name: str) -> tuple[Checkpoint, dict[str, Any]]:
+        """The stage-1 model (three chain families) and its record: trained here, or loaded from --stage1."""
+        if name in stage1:
+            return stage1[name]
+        settings = DEFAULTS[name]
+        if not args.from_scratch:  # the committed stage 1 (see STAGE1_DIR)
+            ckpt = load_checkpoint(args.stage1 / name)
+            if ckpt.tokenizer.get_vocab() != tokenizer.get_vocab():
+                parser.error(f"{args.stage1 / name} was built with another tokenizer (seed?)")
+            old = ckpt.meta.get("stage1", ckpt.meta)
+            record = {"train": old["train"], "final_loss": old["final_loss"], "train_cpu_s": old["train_cpu_s"]}
+        else:
+            t0 = time.process_time()
+            ckpt, history = sft_model(MODEL_SPECS[name], tokenizer, settings, args.seed)
+            record = {
+                "train": settings.as_dict(),
+                "final_loss": history[-1]["loss"] if history else None,
+                "train_cpu_s": round(time.process_time() - t0, 1),
+            }
+        record["sft_families"] = list(SFT_FAMILIES)
+        stage1[name] = (ckpt, record)
+        return stage1[name]
+
     for name in args.models.split(","):
         spec = MODEL_SPECS[name]
-        base = DEFAULTS[name]
-        overrides = {
-            "steps": args.steps,
-            "batch": args.batch,
-            "lr": args.lr,
-            "copy_steps": args.copy_steps,
-            "copy_lr": args.copy_lr,
-        }
+        base = STAGE2[name]
+        overrides = {"steps": args.steps, "batch": args.batch, "lr": args.lr}
         settings = msgspec.structs.replace(base, **{k: v for k, v in overrides.items() if v is not None})
         if args.noise is not None:  # one rate for every family
             settings = msgspec.structs.replace(settings, noise=args.noise, family_noise={})
         families = tuple(args.families.split(","))
-        init = None
-        if settings.grow_from is not None:
+        unknown = [f for f in families if f not in FAMILIES]
+        if unknown:
+            parser.error(f"--families: unknown {', '.join(unknown)}")
+        weights = {f: settings.family_weights.get(f, 1.0) for f in families}
+        settings = msgspec.structs.replace(settings, family_weights=weights)
+        trained_from: dict[str, Any]
+        if settings.grow_from is None:
+            first, record = stage_one(name)
+            init, grow, trained_from = first.model, False, {"stage1": record}
+        else:  # the parent's stage-2 model: trained above, or built by an earlier invocation (same weights)
             parent = trained.get(settings.grow_from)
-            if parent is None:  # built by an earlier invocation: load it (the same weights, bit for bit)
+            if parent is None:
                 try:
                     parent = load_checkpoint(args.out / settings.grow_from)
                 except FileNotFoundError:
                     parser.error(f"{name} grows from {settings.grow_from}: build it first (--models with both)")
             if parent.tokenizer.get_vocab() != tokenizer.get_vocab():
-                parser.error(f"{settings.grow_from} in {args.out} was built with another tokenizer (seed?)")
-            init = parent.model
+                parser.error(f"{settings.grow_from} in {args.out} was built with another tokenizer")
+            init, grow, trained_from = parent.model, True, {"grown_from": settings.grow_from}
         t0 = time.process_time()
         ckpt, history = sft_model(
             spec,
@@ -308,10 +400,11 @@ def main(argv: list[str] | None = None) -> int:
             eval_every=args.eval_every,
             snapshot_dir=args.snapshots,
             init=init,
+            grow=grow,
         )
         trained[name] = ckpt
         train_s = time.process_time() - t0
-        scores = _base_scores(ckpt, args.seed)
+        scores = {} if args.no_score else _base_scores(ckpt, args.seed)
         log.info("tiny.pretrain.scores", model=name, train_cpu_s=round(train_s, 1), **scores)
         meta: dict[str, Any] = {
             "name": name,
@@ -320,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "command": command,
             "sft_families": list(families),
+            **trained_from,
             "train": settings.as_dict(),
             "final_loss": history[-1]["loss"] if history else None,
             "train_cpu_s": round(train_s, 1),
@@ -331,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_save:
             save_checkpoint(ckpt, args.out / name, meta)
     if not args.no_save:
-        _write_readme(args.out)
+        write_readme(args.out)
     log.info("tiny.pretrain.done", cpu_s=round(time.process_time() - started, 1))
     return 0
 
@@ -355,64 +449,6 @@ def _score_settings(seed: int) -> dict[str, Any]:
         "max_tokens": DEFAULT_MAX_TOKENS,
         "seed": seed,
     }
-
-
-def _write_readme(out: Path) -> None:
-    # The README covers every checkpoint in the directory (models may be built by separate invocations).
-    saved = [json.loads(p.read_text()) for p in sorted(out.glob("*/meta.json"))]
-    (out / "README.md").write_text(readme(saved))
-
-
-def readme(metas: Sequence[dict[str, Any]]) -> str:
-    """The fixtures' README: how the checkpoints were made and what they score (from their meta.json)."""
-    lines = [
-        "# Tiny Qwen3 checkpoints (generated by adapters/tiny/pretrain.py; do not edit)",
-        "",
-        "Stand-ins for the Qwen3 base models on a CPU. Rebuild both (the same weights on the same torch",
-        "version; each model's training depends only on the seed, so building them one per invocation",
-        "with --models gives the same result):",
-        "",
-        "    python -m adapters.tiny.pretrain --seed 0 --out fixtures/tiny",
-        "",
-        "Scores: mean reward on each family's 200 hidden tasks, in process (adapters.tiny.scorer), max 96",
-        "new tokens a turn, the spec's turn limit; `t1` samples at temperature 1 (the eval setting), `greedy`",
-        "at temperature 0. The hidden sets derive from the eval key, so the scores hold under the key they were",
-        "taken with (fingerprint below; the committed test key, tests/data/eval-test.key, for these files);",
-        "rescore under yours with `AIT_EVAL_KEY_FILE=... python -m adapters.tiny.pretrain --rescore`.",
-        "",
-    ]
-    families = list(metas[0]["base_scores"]) if metas else []
-    left_out = [f for f in families if not any(f in m["sft_families"] for m in metas)]
-    if left_out:
-        lines[-2] += f" Not in the SFT data: {', '.join(left_out)} (triage is the held-out family)."
-    for meta in metas:
-        train = meta["train"]
-        lines += [
-            f"## {meta['name']} (stands in for {meta['stands_in_for']})",
-            "",
-            f"- {meta['parameters']:,} parameters; seed {meta['seed']}; SFT on {', '.join(meta['sft_families'])}",
-            f"- command: `{meta['command']}`",
-            f"- {train['steps']} steps x batch {train['batch']}, AdamW lr {train['lr']} (warmup {train['warmup']},"
-            f" cosine to 10%) after "
-            + (
-                f"growing {train['grow_from']} (function-preserving, see model.grow_model)"
-                if train.get("grow_from")
-                else f"{train['copy_steps']} induction warm-up steps"
-            )
-            + "; mistake rates"
-            f" {train['family_noise'] or train['noise']}; final loss {meta['final_loss']};"
-            f" {meta['train_cpu_s']} CPU-s of training (one torch thread)",
-            f"- scored under eval key {meta.get('score_settings', {}).get('eval_key_fingerprint', 'unrecorded')}",
-            "",
-            "| family | t1 | greedy |",
-            "|---|---|---|",
-            *(
-                f"| {f} | {meta['base_scores'][f]['t1']:.3f} | {meta['base_scores'][f]['greedy']:.3f} |"
-                for f in families
-            ),
-            "",
-        ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

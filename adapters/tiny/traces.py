@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -61,7 +61,9 @@ def solution_messages(
             )
             n += 1
         elif step.answer is not None:
-            messages.append({"role": "assistant", "content": f"<answer>{step.answer}</answer>"})
+            # A family whose notes go one past the calls writes its last note before the answer.
+            lead = f"{notes[n]}\n" if notes is not None and len(notes) > n else ""
+            messages.append({"role": "assistant", "content": f"{lead}<answer>{step.answer}</answer>"})
     return messages
 
 
@@ -193,24 +195,28 @@ def _wrong_answer(task: Task, steps: list[SolverStep], rng: random.Random) -> li
 Trace = tuple[list[SolverStep], list[str] | None]
 
 
-def reference_trace(family: Family, task: Task) -> Trace:
-    """The reference solution and its notes."""
+def reference_trace(family: Family, task: Task, note_families: Collection[str] | None = None) -> Trace:
+    """The reference solution and its notes (none unless the family is in ``note_families``, if given)."""
     steps = list(family.solve(task))
-    return steps, notes_for(family.name, task, steps)
+    return steps, notes_for(family.name, task, steps, note_families)
 
 
-def noisy_trace(family: Family, task: Task, rng: random.Random, tries: int = 8) -> Trace:
+def noisy_trace(
+    family: Family, task: Task, rng: random.Random, tries: int = 8, note_families: Collection[str] | None = None
+) -> Trace:
     """A solution with exactly one mistake whose answer is wrong (falls back to the clean solution)."""
-    clean, clean_notes = reference_trace(family, task)
+    clean, clean_notes = reference_trace(family, task, note_families)
     perturb = NOISE_FAMILIES.get(family.name)
     for _ in range(tries):
         if perturb is None or rng.random() < 0.3:
-            steps, notes = _wrong_answer(task, clean, rng), clean_notes
+            # A note before the answer would state the right one: the misread answer goes without it.
+            calls = sum(s.tool is not None for s in clean)
+            steps, notes = _wrong_answer(task, clean, rng), None if clean_notes is None else clean_notes[:calls]
         else:
             try:
                 solved = perturb(task, rng)
                 steps = list(family.solve(solved))
-                notes = notes_for(family.name, solved, steps)
+                notes = notes_for(family.name, solved, steps, note_families)
             except (KeyError, ValueError, IndexError):  # the misread question names nothing real
                 continue
             if family.name not in _ERRORS_ALLOWED and any((s.result or "").startswith("error") for s in steps):
@@ -225,7 +231,12 @@ def noisy_steps(family: Family, task: Task, rng: random.Random, tries: int = 8) 
     return noisy_trace(family, task, rng, tries)[0]
 
 
-def trace_messages(family: Family, task: Task, rng: random.Random, noise: float) -> list[dict[str, Any]]:
+def trace_messages(
+    family: Family, task: Task, rng: random.Random, noise: float, note_families: Collection[str] | None = None
+) -> list[dict[str, Any]]:
     """One training conversation: clean with probability ``1 - noise``, else with one mistake."""
-    steps, notes = noisy_trace(family, task, rng) if rng.random() < noise else reference_trace(family, task)
+    if rng.random() < noise:
+        steps, notes = noisy_trace(family, task, rng, note_families=note_families)
+    else:
+        steps, notes = reference_trace(family, task, note_families)
     return solution_messages(task, steps, notes)

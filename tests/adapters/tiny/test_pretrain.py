@@ -39,20 +39,26 @@ def test_sft_runs_saves_and_reloads(tmp_path):
         assert bool((p == q).all()), name
 
 
-def test_defaults_keep_the_held_out_family_out_of_sft():
-    from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES
+def test_stage1_keeps_triage_out_and_stage2_covers_every_family():
+    from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES, STAGE2
 
-    held_out = [name for name in FAMILIES if name == "triage"]
-    assert held_out and not set(held_out) & set(SFT_FAMILIES)
-    for settings in DEFAULTS.values():
+    assert "triage" in FAMILIES and "triage" not in SFT_FAMILIES
+    for settings in DEFAULTS.values():  # stage 1, as committed under fixtures/tiny/stage1
         assert set(settings.family_noise) <= set(SFT_FAMILIES)
         assert all(0 < r < 1 for r in settings.family_noise.values())
+    for settings in STAGE2.values():
+        assert set(settings.family_weights) == set(FAMILIES)
+        assert settings.family_weights["triage"] == max(settings.family_weights.values())
+        assert settings.family_noise["triage"] == 0.0  # far from saturating: no mistakes planted
+        assert settings.copy_steps == 0  # continues a trained model: its stage-1 one, or the small stage-2 one
+    assert STAGE2["tiny-0.6b"].grow_from is None and STAGE2["tiny-1.7b"].grow_from == "tiny-0.6b"
 
 
-def test_readme_lists_every_model_and_family():
-    from adapters.tiny.pretrain import DEFAULTS, SFT_FAMILIES, readme
+def test_readme_lists_every_model_family_and_the_agent():
+    from adapters.tiny.pretrain import DEFAULTS, STAGE2, readme
 
     scores = {f: {"t1": 0.25, "greedy": 0.5, "answered_t1": 1.0} for f in FAMILIES}
+    stage1 = {"train": msgspec.structs.asdict(DEFAULTS["tiny-0.6b"]), "final_loss": 0.2, "train_cpu_s": 2.0}
     metas = [
         {
             "name": n,
@@ -60,14 +66,32 @@ def test_readme_lists_every_model_and_family():
             "parameters": 1000,
             "seed": 0,
             "command": "python -m adapters.tiny.pretrain",
-            "sft_families": list(SFT_FAMILIES),
-            "train": msgspec.structs.asdict(DEFAULTS["tiny-0.6b"]),
+            "sft_families": list(FAMILIES),
+            "stage1": {**stage1, "sft_families": ["calc_chain"]},
+            "train": msgspec.structs.asdict(STAGE2["tiny-0.6b"]),
             "final_loss": 0.1,
             "train_cpu_s": 1.0,
             "base_scores": scores,
         }
         for n in ("a", "b")
     ]
-    text = readme(metas)
+    agent = {
+        "name": "tiny-agent",
+        "parameters": 1000,
+        "seed": 0,
+        "init": "stage1/tiny-0.6b",
+        "command": "python -m adapters.tiny.agent",
+        "settings": {"steps": 3, "lr": 0.001, "warmup": 1, "repeats": 1},
+        "final_loss": 0.01,
+        "train_cpu_s": 1.0,
+        "tasks": ["calc_chain_v1_fast"],
+        "transcripts": 8,
+        "transcript_tokens": {"min": 10, "max": 20},
+        "transcripts_fingerprint": "abc",
+        "measured": {"text": "97% submitted"},
+    }
+    text = readme([*metas, agent])
     assert "## a (stands in for Qwen/a)" in text and "## b" in text
     assert all(f"| {f} | 0.250 | 0.500 |" in text for f in FAMILIES)
+    assert "stage 1 (committed under stage1/)" in text and "Not in the SFT data" not in text
+    assert "## tiny-agent" in text and "fingerprint abc" in text and "97% submitted" in text

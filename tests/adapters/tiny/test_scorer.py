@@ -87,7 +87,7 @@ async def test_in_process_score_equals_server_score(small, family_name, temperat
     from adapters.tiny.server import TinyServer
 
     family = get_family(family_name)
-    tasks = list(hidden_tasks(family))[:6]
+    tasks = list(hidden_tasks(family))[:8]  # at seed 7 the stage-2 base solves 1 of these 8 ledger tasks
     params = SamplingParams(temperature=temperature, max_tokens=96, seed=7)
     max_turns = eval_max_turns(family)
     report, episodes = score_tasks(small, family, tasks, params, max_turns=max_turns)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.tiny.thoughts import NOTE_FAMILIES
+from adapters.tiny.thoughts import TOKENIZER_NOTE_FAMILIES
 from adapters.tiny.traces import NOISE_FAMILIES, noisy_trace, reference_trace, solution_messages, trace_messages
 from families import FAMILIES, SYSTEM_PROMPT, get_family
 
@@ -66,7 +67,7 @@ def _pieces(note: str) -> list[str]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(name=st.sampled_from(sorted(NOTE_FAMILIES)), seed=st.integers(0, 10_000))
+@given(name=st.sampled_from(sorted(TOKENIZER_NOTE_FAMILIES)), seed=st.integers(0, 10_000))
 def test_clean_notes_quote_the_prompt(name, seed):
     """Every sentence of a clean trace's note is copied from the prompt (instructions and named values)."""
     fam = get_family(name)
@@ -86,3 +87,33 @@ def test_families_without_notes_get_plain_calls():
     steps, notes = reference_trace(fam, task)
     assert notes is None
     assert all(m["content"] == "" for m in solution_messages(task, steps, notes) if m.get("tool_calls"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_triage_notes_carry_the_comparison_and_end_with_the_answer(seed):
+    """One note per call plus one before the answer; every id and time a note names was shown before it."""
+    fam = get_family("triage")
+    task = fam.generate("train", seed)
+    steps, notes = reference_trace(fam, task)
+    assert notes is not None and len(notes) == sum(s.tool is not None for s in steps) + 1
+    messages = solution_messages(task, steps, notes)
+    assert fam.score(task, messages[-1]["content"]) == 1.0
+    assert messages[-1]["content"].startswith(notes[-1] + "\n<answer>")
+    assert steps[-1].answer in notes[-1]
+    seen = task.prompt
+    for m in messages[2:]:
+        if m["role"] == "assistant":
+            for token in re.findall(r"D-\d+|\d\d:\d\d|INC-\d+", m["content"]):
+                assert token in seen, (token, m["content"])
+        seen += m["content"]
+    _replay(fam, task, messages)
+
+
+def test_note_families_filter_leaves_the_others_plain():
+    fam = get_family("triage")
+    task = fam.generate("train", 3)
+    assert reference_trace(fam, task)[1] is not None
+    assert reference_trace(fam, task, TOKENIZER_NOTE_FAMILIES)[1] is None
+    messages = trace_messages(fam, task, random.Random(0), 0.0, TOKENIZER_NOTE_FAMILIES)
+    assert messages[-1]["content"].startswith("<answer>")
