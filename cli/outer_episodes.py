@@ -81,7 +81,12 @@ class OuterEpisodes:
 
     def _setup(self, episode_id: str, task: TaskRef, version: int, group_id: str) -> EpisodeSetup:
         spec, spec_json = self._spec(task.family)
-        files = template_files(spec, max_attempts=self.cfg.episode.max_attempts, reward=self.cfg.reward)
+        files = template_files(
+            spec,
+            max_attempts=self.cfg.episode.max_attempts,
+            reward=self.cfg.reward,
+            template_dir=self.cfg.template_dir,
+        )
         return EpisodeSetup(
             episode_id=episode_id,
             task_id=task.task_id,

@@ -18,7 +18,12 @@ Tables:
   carries toy token ids so the learner has datums).
 - ``[episode]``: ``task_spec`` (a path pattern with ``{family}``), ``max_turns``, ``max_attempts``,
   ``validator = "probe"`` (the sandboxed probe, seconds per submission) or ``"job_config"`` (job.toml
-  against the task's bounds only, runs no agent code: fast, for smoke runs and the crash test).
+  against the task's bounds only, runs no agent code: fast, for smoke runs and the crash test), ``template``
+  (the workspace template directory, default the project's ``template/``; the CPU replica's is
+  ``examples/replica/template``: files under its ``_family/<family>/`` go to that family's workspaces only),
+  ``rubric_check = "enforce"`` (default: the probe rejects an env whose reward cannot tell a right answer from a
+  wrong one) or ``"report"`` (the check runs and reports but never fails a submission: the CPU replica, whose
+  reward-everything and reward-wrong envs are valid choices judged by the hidden eval alone).
 - ``[inner]``: ``trainer`` (a pod trainer name: ``prime_rl``, the default and the real GPU trainer; ``cpu``;
   ``standin``), ``trainer_options``, ``allow_standin``. The stand-in trainer's scores are a hash of the job
   bundle: it needs ``allow_standin = true`` and is refused with a paid learner (``[backend] kind = "tinker"``)
@@ -100,12 +105,16 @@ class EpisodeTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_turns: int = 40
     max_attempts: int = 3
     validator: str = "probe"
+    template: str = ""  # the workspace template directory ("": the project's template/)
+    rubric_check: str = "enforce"  # "report": the probe's rubric check never fails a submission (the replica)
 
     def __post_init__(self) -> None:
         if "{family}" not in self.task_spec:
             raise ValueError(f"task_spec: {self.task_spec!r} must contain {{family}}")
         if self.validator not in ("probe", "job_config"):
             raise ValueError(f"validator: {self.validator!r} is not one of probe, job_config")
+        if self.rubric_check not in ("enforce", "report"):
+            raise ValueError(f"rubric_check: {self.rubric_check!r} is not one of enforce, report")
         if self.max_turns < 1 or self.max_attempts < 1:
             raise ValueError("max_turns/max_attempts: must be >= 1")
 
@@ -156,6 +165,14 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     def spec_path(self, family: str) -> Path:
         p = Path(self.episode.task_spec.format(family=family))
+        return p if p.is_absolute() else REPO / p
+
+    @property
+    def template_dir(self) -> Path | None:
+        """``[episode] template`` resolved against the project root; None: the built-in ``template/``."""
+        if not self.episode.template:
+            return None
+        p = Path(self.episode.template)
         return p if p.is_absolute() else REPO / p
 
     def trajectory_path(self, family: str) -> Path:
@@ -289,6 +306,11 @@ def parse_run_config(doc: dict[str, Any], *, source: str, runs_root: Path | None
             f"{source}: [backend] kind = 'tinker' trains the agent it samples: set [agent] kind = 'tinker'"
         )
     _local_pairing(cfg, source, text)
+    template = cfg.template_dir
+    if template is not None and not template.is_dir():
+        line = key_line(text, ["episode", "template"])
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: [episode] template: no directory {template}")
     for family in outer.families:
         if not cfg.spec_path(family).is_file():
             raise ConfigError(f"{source}: [episode] task_spec: no file {cfg.spec_path(family)} for family {family}")

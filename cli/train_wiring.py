@@ -159,6 +159,11 @@ def make_validator(cfg: RunConfig, *, unsafe: bool = False) -> tuple[Validator, 
         return JobConfigValidator(), "job.toml bounds only (no agent code run; not the probe)"
     from adapters.probe import ProbeValidator
 
+    enforce = cfg.episode.rubric_check == "enforce"
+    note = "" if enforce else "; rubric check reported, not enforced"
     if unsafe:
-        return ProbeValidator(unsafe_no_sandbox=True), "probe (--unsafe-no-sandbox: bubblewrap not required)"
-    return ProbeValidator(), "sandboxed probe"
+        return (
+            ProbeValidator(unsafe_no_sandbox=True, enforce_rubric=enforce),
+            f"probe (--unsafe-no-sandbox: bubblewrap not required{note})",
+        )
+    return ProbeValidator(enforce_rubric=enforce), "sandboxed probe" + (f" ({note[2:]})" if note else "")

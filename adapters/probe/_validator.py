@@ -114,6 +114,7 @@ class ProbeValidator:
         unsafe_no_sandbox: bool = False,
         path: ProbePath = "warm",
         max_concurrent: int | None = None,
+        enforce_rubric: bool = True,
     ) -> None:
         self.limits = limits or ProbeLimits()
         self.isolation = isolation
@@ -132,6 +133,10 @@ class ProbeValidator:
         # Probes running at once; the rest wait before their timeouts start, so a burst of submissions cannot
         # push a probe past its start-up timeout.
         self.max_concurrent = max_concurrent or max(2, os.cpu_count() or 2)
+        # False (the CPU replica's ``[episode] rubric_check = "report"``): the rubric check still runs and says
+        # what it found, but a rubric that cannot tell right from wrong does not fail the submission, so a
+        # reward-everything or reward-wrong env is a valid choice whose cost shows in the hidden eval instead.
+        self.enforce_rubric = enforce_rubric
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -334,6 +339,8 @@ class ProbeValidator:
         if not reply.get("ok"):
             return _check("rubric", False, f"scoring failed: {reply.get('error')}", time.monotonic() - t)
         ok, detail = judge_rubric(cases, reply.get("results", []))
+        if not ok and not self.enforce_rubric and detail.startswith("the reward "):  # scored, just not discerning
+            ok, detail = True, f"not enforced (reported only): {detail}"
         return _check("rubric", ok, detail, time.monotonic() - t)
 
     def _config_check(self, job: JobConfig, results: dict[str, Any]) -> CheckResult:

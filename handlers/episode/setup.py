@@ -18,9 +18,11 @@ from families.spec import TaskSpec
 from handlers.reward.formula import RewardConfig
 from handlers.reward.text import agent_reward_text
 
-__all__ = ["TEMPLATE_DIR", "env_id_for", "opening_messages", "template_files"]
+__all__ = ["FAMILY_DIR", "TEMPLATE_DIR", "env_id_for", "opening_messages", "template_files"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "template"
+#: A template's per-family folder: ``_family/<family>/<path>`` becomes ``<path>`` in that family's workspaces only.
+FAMILY_DIR = "_family"
 MIN_TASKS = 32
 
 
@@ -73,13 +75,23 @@ def _values(spec: TaskSpec, max_attempts: int, reward: RewardConfig) -> dict[str
 def template_files(
     spec: TaskSpec, *, max_attempts: int = 3, reward: RewardConfig | None = None, template_dir: Path | None = None
 ) -> dict[str, bytes]:
-    """The initial workspace: every template file rendered for ``spec``, plus dev examples and the spec."""
+    """The initial workspace: every template file rendered for ``spec``, plus dev examples and the spec.
+
+    ``template_dir`` (default ``template/``; the replica's is ``examples/replica/template/``): files under its
+    ``_family/<family>/`` folder go only into that family's workspaces (a family's env code), at the path below
+    it. Files are read through symlinks (the replica's four env packages share all but their rubric that way).
+    """
     root = template_dir or TEMPLATE_DIR
     values = _values(spec, max_attempts, reward or RewardConfig())
     module = values["module"]
     files: dict[str, bytes] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        rel = path.relative_to(root).as_posix().replace("__module__", module)
+        parts = path.relative_to(root).parts
+        if parts[0] == FAMILY_DIR:  # a family's own files: only for that family, at the path below its folder
+            if len(parts) < 3 or parts[1] != spec.family:
+                continue
+            parts = parts[2:]
+        rel = "/".join(parts).replace("__module__", module)
         text = path.read_text(encoding="utf-8")
         files[rel] = string.Template(text).safe_substitute(values).encode("utf-8")
     examples = [msgspec.to_builtins(e) for e in spec.dev_examples]

@@ -1,0 +1,1 @@
+../../correct/__module__/tools.py
