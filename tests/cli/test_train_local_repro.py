@@ -3,10 +3,9 @@
 trainer):
 
 - the smoke: the LoRA weights moved and every step's loss is finite;
-- the same config and seed give the same samples, rewards, datums and weights, bit for bit (each turn samples
-  with a seed of its own, one request per forward pass);
-- ``kill -9`` in the middle of an outer step, then ``ait resume``, ends with the same state hash
-  (:func:`tests.cli.train_digest.trained_digest`) as the uninterrupted run, with nothing counted twice.
+- the same config and seed give the same rewards; and ``kill -9`` in the middle of an outer step, then
+  ``ait resume``, ends with the same state hash (:func:`tests.cli.train_digest.trained_digest`: samples,
+  rewards, datums, adapter and Adam tensors, bit for bit) as the uninterrupted run, nothing counted twice.
 
 Every run is its own ``ait`` process (the killed one must be), all with the same torch thread count.
 """
@@ -75,25 +74,33 @@ def test_the_smoke_moves_the_lora_weights_with_a_finite_loss(reference: Path) ->
     assert moved, "every lora_B is still 0: the adapter never left its initial value"
 
 
-def test_the_same_seed_gives_the_same_run(reference: Path, tmp_path: Path) -> None:
-    again = _ait(tmp_path, "train", "--config", str(SMOKE), "--run-id", "again")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert _rewards(tmp_path / "again") == _rewards(reference)
-    assert trained_digest(tmp_path / "again") == trained_digest(reference)
-
-
-def test_killed_mid_step_and_resumed_ends_like_the_uninterrupted_run(reference: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def rerun(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same config and seed in another process, killed (SIGKILL) in the middle of outer step 1 and resumed
+    with ``ait resume``: step 0 is a plain rerun, step 1 a resumed one. (One run for both checks: each costs a
+    process loading torch, and the suite's time is counted.)"""
+    runs = tmp_path_factory.mktemp("rerun")
     records = read_log(reference / "events.jsonl").records
     first_step = next(r.seq for r in records if isinstance(r.event, LoRAStepApplied))
-    # Mid step 1: right after its second sampled turn (the run is synchronous, so this is inside the step).
-    turns = [r.seq for r in records if isinstance(r.event, AgentTurnTaken) and r.seq > first_step]
-    at = turns[1]
-    killed = _ait(tmp_path, "train", "--config", str(SMOKE), "--run-id", "crash", kill_after=at)
+    # Right after the second sampled turn of step 1 (the run is synchronous: that is inside the step).
+    at = [r.seq for r in records if isinstance(r.event, AgentTurnTaken) and r.seq > first_step][1]
+    killed = _ait(runs, "train", "--config", str(SMOKE), "--run-id", "crash", kill_after=at)
     assert killed.returncode == -9, (at, killed.returncode, killed.stderr[-3000:])
-    crashed = read_log(tmp_path / "crash" / "events.jsonl").records
-    assert any(isinstance(r.event, LoRAStepApplied) for r in crashed), "killed before step 0 was applied"
-    assert sum(isinstance(r.event, LoRAStepApplied) for r in crashed) == 1, "killed after step 1 was applied"
-    resumed = _ait(tmp_path, "resume", "crash")
+    crashed = read_log(runs / "crash" / "events.jsonl").records
+    applied = sum(isinstance(r.event, LoRAStepApplied) for r in crashed)
+    assert applied == 1, f"the kill landed after {applied} applied step(s), not inside step 1"
+    resumed = _ait(runs, "resume", "crash")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert trained_digest(tmp_path / "crash") == trained_digest(reference)
-    assert duplicates(tmp_path / "crash") == []
+    return runs / "crash"
+
+
+def test_the_same_seed_gives_the_same_rewards(reference: Path, rerun: Path) -> None:
+    assert len(_rewards(reference)) == 8  # 2 steps x 2 tasks x group 2
+    assert _rewards(rerun) == _rewards(reference)
+
+
+def test_killed_mid_step_and_resumed_ends_with_the_same_state_hash(reference: Path, rerun: Path) -> None:
+    digest, data = trained_digest(rerun)
+    ref_digest, ref_data = trained_digest(reference)
+    assert data == ref_data and digest == ref_digest  # samples, rewards, datums, adapter and Adam tensors
+    assert duplicates(rerun) == []
