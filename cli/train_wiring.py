@@ -72,6 +72,7 @@ def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
         seed=cfg.run.seed,
         device=cfg.backend.device,
         resume_state_path=resume_state_path,
+        learn=cfg.backend.learn,
     )
     # Versions older than the staleness bound train nothing; +2 keeps the newest and the one being published.
     pool = SamplerPool(
@@ -104,7 +105,8 @@ def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
         await server.stop()
 
     ran_on = {
-        "learner": f"local LoRA ({outer.base_model}, rank {outer.lora_rank}, {outer.loss_fn}, on {learner.device})",
+        "learner": f"local LoRA ({outer.base_model}, rank {outer.lora_rank}, {outer.loss_fn}, on {learner.device})"
+        + ("" if cfg.backend.learn else " NOT LEARNING: the control, no update applied"),
         "agent": f"local sampler server of {outer.base_model} (newest published LoRA merged)",
     }
     return Backend(learner, policy_for, ran_on, close)

@@ -73,3 +73,12 @@ def test_the_replica_configs_are_reproducible_by_construction(name: str) -> None
     assert (cfg.backend.kind, cfg.backend.device, cfg.backend.sampler_batch) == ("local", "cpu", 1)
     assert cfg.reward.w_speed == 0.0 and cfg.outer.families == ["calc_chain", "ledger"]
     assert cfg.template_dir == ROOT / "examples" / "replica" / "template" and cfg.spec_path("triage").is_file()
+
+
+def test_the_no_learning_control_is_the_local_learners_only(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[backend]\nkind = 'offline'\nlearn = false\n[agent]\nkind = 'scripted'\n")
+    with pytest.raises(ConfigError, match=r"c.toml:3: \[backend\] learn = false is the local learner's control"):
+        load_run_config(path)
+    path.write_text("[backend]\nkind = 'local'\nlearn = false\n[agent]\nkind = 'local'\n")
+    assert load_run_config(path).backend.learn is False
