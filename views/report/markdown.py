@@ -357,7 +357,8 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
     lines += [*_scores(d), ""]
     lines += ["## Model selection", "", *img("model_share.png", "model selection share"), *_models(d), ""]
     if d.replica is not None:
-        lines += ["## Replica: the agent's choices", "", *replica_lines(d.replica)]
+        lines += ["## Replica: the agent's choices", "", *img("choice_share.png", "choice share per step")]
+        lines += replica_lines(d.replica)
     lines += ["## [prime_rl] key adoption", "", *img("prime_rl_adoption.png", "prime_rl key adoption")]
     lines += [
         "A job adopts a key when its job.toml (read from the job bundle) sets an optional `[prime_rl]` key to a "

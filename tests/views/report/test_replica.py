@@ -167,6 +167,7 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     assert "| triage before | v0 | 3 | +0.210 [" in holdout and "| triage after | v2 | 3 | +0.410 [" in holdout
     assert "| triage after − before |  |  | +0.200 [" in holdout
     rows = choice_share_csv(data.replica).splitlines()
+    assert "](choice_share.png)" in markdown(data, ["choice_share.png"])
     assert rows[0] == "step,choice,episodes,share,grid_best" and "1,1.7B/correct,4,1.000000,1" in rows
 
     # `ait report --grid` reaches the same reader: a grid that does not fit is one line and exit status 2.
@@ -176,3 +177,17 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         assert main(["report", str(run), "--out", str(tmp_path / "out"), "--grid", str(bad)]) == 2
     assert err.getvalue().startswith("ait report: --grid ") and str(bad) in err.getvalue()
+
+
+def test_the_choice_plot_draws_shares_and_the_grids_best(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    from views.report.plots import choice_share, plots_for  # matplotlib: in the test, never at collection
+
+    run = tmp_path / "replica"
+    _write_replica_log(run)
+    data = collect(run, grid=_grid(tmp_path))
+    assert "choice_share.png" in plots_for(data)
+    choice_share(data, tmp_path / "c.png")
+    pixels = imread(tmp_path / "c.png")
+    assert pixels.shape[1] >= 900 and 0.03 < (pixels[..., :3].mean(axis=2) < 0.9).mean() < 0.8
