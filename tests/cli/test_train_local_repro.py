@@ -1,6 +1,7 @@
 """The local learner's runs are reproducible and survive a kill (issue 19), on the replica's CI smoke config
-(examples/configs/replica_smoke.toml: two synchronous steps, the local learner on the CPU, the stand-in inner
-trainer):
+(examples/configs/replica_smoke.toml: two synchronous steps of 2 tasks x group 2, the tiny trainer agent
+``tiny-agent`` (fixtures/tiny/tiny-agent) writing and submitting real replica job.toml files, the local learner on
+the CPU, the stand-in inner trainer so that jobs take no time and their scores still differ by choice):
 
 - the smoke: the LoRA weights moved and every step's loss is finite;
 - the same config and seed give the same rewards; and ``kill -9`` in the middle of an outer step, then
