@@ -57,6 +57,7 @@ class ChildReport(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
     report: msgspec.Raw = msgspec.Raw(b"null")  # a TrainReport when ok
     setup_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # user + system CPU of this process and its reaped children (tool servers)
 
 
 class StepLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +122,13 @@ async def _train(req: ChildRequest, channel: _Channel, started: float) -> ChildR
     return ChildReport(ok=True, report=msgspec.Raw(_ENC.encode(report)), setup_seconds=setup)
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 3)
+
+
 def main(argv: list[str]) -> int:
     """``python -c BOOT <request.json>``: 0 when training ran (see the report), 3 on a classified failure."""
     started = time.monotonic()
@@ -136,5 +144,5 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # a bug here, or the env's code ending the process some other way
         who: ChildFailure = "env_crash" if channel.env_started else "trainer_crash"
         result = ChildReport(ok=False, failure=who, detail=f"the training process ended: {type(exc).__name__}: {exc}")
-    channel.report(result)
+    channel.report(msgspec.structs.replace(result, cpu_seconds=_cpu_seconds()))
     return 0 if result.ok else 3

@@ -58,6 +58,7 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
     uid: int | None  # the unprivileged uid the child ran as (None: the engine's own)
     rlimits: dict[str, int]
     setup_seconds: float  # the child's start-up: interpreter, imports, checkpoint, env import
+    cpu_seconds: float = 0.0  # the child's own CPU time, as it reported it (informational: the child is untrusted)
     wall_seconds: float
 
 
@@ -215,6 +216,7 @@ def _outcome(
         rlimits=launch.rlimits,
         setup_seconds=report.setup_seconds,
         wall_seconds=wall,
+        cpu_seconds=max(0.0, report.cpu_seconds),
     )
 
 

@@ -9,8 +9,10 @@ package (a copy of ``root/<[env].path>``, which must lie inside the bundle) with
 with :func:`._loop.train` and writes the trained weights (safetensors) and its step records. When it ends
 or its deadline passes, all of it is killed; only then does this process load the base checkpoint plus
 those weights and score again (``post``). This process never imports the agent's env, so nothing the env
-does can touch the scorer. Scores come from the tiny helper's in-process scorer (200 hidden tasks, sampled
-at the eval temperature, seeded), never from the agent's rubric: the hidden eval is the judge.
+does can touch the scorer. Scores come from the tiny helper's in-process scorer (the hidden tasks, as many as
+the task spec's ``eval.size`` (200) or the ``eval_limit`` option says, sampled at the eval temperature, seeded),
+never from the agent's rubric: the hidden eval is the judge. The base model's ``pre`` score is computed once per
+trainer (a warm pod) for the same model, family and hidden set, and reused by its later jobs.
 
 Failures are classified as the port says: a job.toml or model that cannot be used is ``config_error``; an
 env that does not load, or whose rollouts mostly fail, or that kills its process, is ``env_crash``; a bug
@@ -21,6 +23,7 @@ here is ``trainer_crash``; training past its deadline is ``timeout``; a broken s
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import Mapping
@@ -96,6 +99,7 @@ class CpuTrainer:
         self.batch_size = batch_size
         # Without bubblewrap every job fails with config_error (one line naming what is missing) unless opted in.
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        self._pre_cache: dict[tuple[Any, ...], Any] = {}  # see _pre_score
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -131,9 +135,12 @@ class CpuTrainer:
             config = load_job_config(root / "job.toml")
         except (JobConfigError, OSError) as exc:
             raise _Failed("config_error", str(exc)) from exc
-        budget, spec_temperature = _spec_limits(root)
+        budget, spec_temperature, spec_eval_size = _spec_limits(root)
         dev_eval = _multi_job(root)  # a multi-job episode's job is also scored on the dev split, for the agent
         temperature = self.eval_temperature or spec_temperature or EVAL_TEMPERATURE
+        # The task spec's eval size caps the hidden set scored (the replica's specs ask for a small one); the
+        # trainer's eval_limit option, when set, wins.
+        limit = self.eval_limit if self.eval_limit is not None else spec_eval_size
         try:
             settings = settings_from_job(
                 config.prime_rl,
@@ -164,7 +171,7 @@ class CpuTrainer:
 
         async def pre_score() -> tuple[Any, dict[str, float]]:
             phase = time.monotonic()
-            pre = await self._score(ckpt, job.family, temperature)
+            pre = await self._pre_score(ckpt, job.family, temperature, limit)
             dev: dict[str, float] = {}
             if dev_eval:
                 dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
@@ -221,11 +228,12 @@ class CpuTrainer:
             timings["train_setup"] = max(0.0, trained.wall_seconds - report.rollout_seconds - report.learn_seconds)
             timings["rollouts"] = report.rollout_seconds
             timings["learning"] = report.learn_seconds
+            timings["train_cpu"] = trained.cpu_seconds  # the training child's CPU-s (start-up included)
 
             await progress(Progress(phase="post_score", message=f"scoring the trained model ({report.stop_reason})"))
             phase = time.monotonic()
             tuned = await self._load_trained(ckpt.path, trained)
-            post = await self._score(tuned, job.family, temperature, isolation=trained.isolation)
+            post = await self._score(tuned, job.family, temperature, limit, isolation=trained.isolation)
             if dev_eval:
                 dev["dev_post"] = (await self._score_dev(tuned, job.family, temperature)).score
         finally:
@@ -289,12 +297,23 @@ class CpuTrainer:
         except Exception as exc:
             raise _Failed("scoring_error", f"dev eval of {family}: {type(exc).__name__}: {exc}") from exc
 
-    async def _score(self, ckpt: Any, family: str, temperature: float, *, isolation: str = "") -> Any:
+    async def _pre_score(self, ckpt: Any, family: str, temperature: float, limit: int | None) -> Any:
+        """The base checkpoint's hidden score, computed once per process for the same model, family, sampling and
+        hidden set: a warm pod's later jobs of that model skip it. The scorer is seeded, so a second scoring
+        would give the same report; the cache only saves its CPU time (10-30 s on the tiny models)."""
+        key = (str(ckpt.path), family, temperature, self.eval_seed, limit, os.environ.get("AIT_EVAL_KEY_FILE", ""))
+        if key not in self._pre_cache:
+            self._pre_cache[key] = await self._score(ckpt, family, temperature, limit)
+        return self._pre_cache[key]
+
+    async def _score(
+        self, ckpt: Any, family: str, temperature: float, limit: int | None, *, isolation: str = ""
+    ) -> Any:
         from adapters.tiny.scorer import score_hidden
 
         try:
             return await asyncio.to_thread(
-                score_hidden, ckpt, family, temperature=temperature, seed=self.eval_seed, limit=self.eval_limit
+                score_hidden, ckpt, family, temperature=temperature, seed=self.eval_seed, limit=limit
             )
         except Exception as exc:
             raise _Failed(
@@ -317,11 +336,11 @@ def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int |
     return msgspec.structs.replace(settings, max_steps=steps, batch_size=batch, notes=notes)
 
 
-def _spec_limits(root: Path) -> tuple[float | None, float | None]:
-    """(time budget in seconds, eval temperature) from ``task_spec.json``, when the bundle has one."""
+def _spec_limits(root: Path) -> tuple[float | None, float | None, int | None]:
+    """(time budget in seconds, eval temperature, eval size) from ``task_spec.json``, when the bundle has one."""
     path = root / "task_spec.json"
     if not path.exists():
-        return None, None
+        return None, None, None
     try:
         # The bundle's copy is named task_spec.json, not <name>.json, so load_spec's file-name check does not apply.
         spec = msgspec.json.decode(path.read_bytes(), type=TaskSpec)
@@ -330,7 +349,7 @@ def _spec_limits(root: Path) -> tuple[float | None, float | None]:
     errors = validate_spec(spec)
     if errors:
         raise _Failed("config_error", f"{path}: " + "; ".join(errors))
-    return float(spec.bounds.time_budget_s), float(spec.eval.temperature)
+    return float(spec.bounds.time_budget_s), float(spec.eval.temperature), spec.eval.size
 
 
 def _multi_job(root: Path) -> bool:

@@ -28,12 +28,12 @@ RUBRICS: tuple[str, ...] = ("correct", "partial", "everything", "wrong")
 #: The fixed ``[prime_rl]`` lines of every replica job, in job.toml order (sized in docs/replica.md: a job of
 #: about 15-25 CPU-s on the tiny inner models, long enough for the rubrics' hidden-eval uplifts to differ).
 FIXED: tuple[tuple[str, str], ...] = (
-    ("learning_rate", "3e-05"),
+    ("learning_rate", "1e-05"),
     ("max_steps", "4"),
     ("batch_size", "16"),
     ("group_size", "4"),
     ("temperature", "1.0"),
-    ("max_tokens", "48"),
+    ("max_tokens", "64"),
     ("seq_len", "1024"),
     ("max_turns", "8"),
     ("optimizer", '"adamw"'),

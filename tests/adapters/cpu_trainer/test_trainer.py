@@ -74,6 +74,7 @@ def test_a_job_runs_pre_score_training_post_score_with_progress_and_timings(refe
     assert result.isolation in ("bwrap", "unshare", "none")
     assert f"training isolation: {result.isolation}" in result.detail
     assert result.timings["train_setup"] > 0
+    assert result.timings["train_cpu"] > 0  # the child's own CPU time, as it reported it
 
 
 class TestCpuTrainerContract(InnerTrainerContract):
