@@ -46,8 +46,9 @@ CAPS = ("run", "global")
 
 log = structlog.get_logger(__name__)
 
-# (family, sampler version, sampler path) -> a policy bound to that sampler for one episode
-PolicyFactory = Callable[[str, int, str], Awaitable[AgentPolicy]]
+# (episode id, family, sampler version, sampler path) -> a policy bound to that sampler for that episode (the
+# episode id lets a policy seed its sampling per episode: reproducible whatever order the episodes run in)
+PolicyFactory = Callable[[str, str, int, str], Awaitable[AgentPolicy]]
 
 
 class OuterEpisodes:
@@ -132,7 +133,7 @@ class OuterEpisodes:
                 if history is None:
                     raise RuntimeError(f"episode {episode_id} is in the log but was not read back for resume")
                 point = resume_point(history, self.blobs, max_attempts=setup.max_attempts)
-            policy = await self.policy_for(task.family, version, path)
+            policy = await self.policy_for(episode_id, task.family, version, path)
             outcome = await EpisodeRunner(rt, self.blobs, policy, self.validator, self.gate).run(setup, point)
             if outcome.status == "validated":
                 await self._queue_job(setup, outcome)

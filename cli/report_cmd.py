@@ -15,6 +15,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("run", help="run id, run directory or events.jsonl")
     p.add_argument("--out", default=None, help="output directory (default: <run>/report/)")
     p.add_argument("--wandb", default=None, metavar="PROJECT", help="also mirror the run's metrics to W&B")
+    p.add_argument(
+        "--grid",
+        default=None,
+        metavar="JSON",
+        help="CPU replica: the grid of benchmarks/replica_grid.py (default examples/replica/grid.json if present)",
+    )
     p.set_defaults(func=run)
 
 
@@ -24,14 +30,18 @@ def run(args: argparse.Namespace) -> int:
     from engine.log import LogCorrupted
     from engine.rundir import resolve_run
     from views.report import write_report
+    from views.report.replica import GridError
 
     run_dir = resolve_run(args.run, args.runs_root)
     out = Path(args.out) if args.out else run_dir.root / "report"
     console = Console(stderr=True)
     try:
-        files = write_report(run_dir.root, out, console=console)
+        files = write_report(run_dir.root, out, console=console, grid=Path(args.grid) if args.grid else None)
     except LogCorrupted as exc:
         sys.stderr.write(f"ait report: corrupt log: {exc}\n")
+        return 2
+    except GridError as exc:  # a --grid file that does not fit
+        sys.stderr.write(f"ait report: --grid {exc}\n")
         return 2
     except ModuleNotFoundError as exc:
         sys.stderr.write(f"ait report: {exc.name} is not installed (the report's plots need matplotlib)\n")

@@ -8,7 +8,9 @@ Tables:
 - ``[outer]``: the outer loop (:class:`handlers.training.OuterConfig`): model, rank, lr, loss, group size,
   tasks per batch, staleness, concurrency, families, steps.
 - ``[backend]``: ``kind = "tinker"`` (real Tinker; needs ``TINKER_API_KEY``), ``"local"`` (adapters/local_learner:
-  LoRA with peft + torch on this machine, ``device = "auto" | "cpu" | "cuda"``; the losses it implements only) or
+  LoRA with peft + torch on this machine, ``device = "auto" | "cpu" | "cuda"``, ``sampler_batch``: requests per
+  forward pass of its sampler, 1 for bit-identical runs; ``learn = false``, the no-learning control: the same
+  run with every update left out; the losses it implements only) or
   ``"offline"`` (adapters/tinker/offline.py: no network, LEARNS NOTHING; for smoke runs and tests); ``base_url``
   (tinker).
 - ``[agent]``: ``kind = "tinker"`` (the policy samples from the backend's sampler; needs the tinker backend),
@@ -77,12 +79,19 @@ class BackendTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     kind: str = "tinker"
     base_url: str = ""
     device: str = "auto"  # the local learner's: auto (the GPU when torch sees one), cpu, cuda, cuda:N
+    # The local sampler's requests per forward pass; 1 makes the sampled log-probs (and so the learner's steps)
+    # bit-identical from run to run: a batch pads its rows, which moves log-probs by ~1e-6.
+    sampler_batch: int = 64
+    # false: the no-learning control of the local learner (each step's loss and gradient computed, no update).
+    learn: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ("tinker", "local", "offline"):
             raise ValueError(f"kind: {self.kind!r} is not one of tinker, local, offline")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise ValueError(f"device: {self.device!r} is not one of auto, cpu, cuda, cuda:N")
+        if self.sampler_batch < 1:
+            raise ValueError(f"sampler_batch: {self.sampler_batch} must be >= 1")
 
 
 class AgentTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -319,6 +328,10 @@ def _local_pairing(cfg: RunConfig, source: str, text: str) -> None:
         raise ConfigError(
             f"{source}: [agent] kind = 'local' and [backend] kind = 'local' go together (one trains the other)"
         )
+    if not cfg.backend.learn and cfg.backend.kind != "local":
+        line = key_line(text, ["backend", "learn"])
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: [backend] learn = false is the local learner's control: needs kind = 'local'")
     if cfg.backend.kind == "local" and cfg.outer.loss_fn not in LOCAL_LOSSES:
         line = key_line(text, ["outer", "loss_fn"])
         where = f"{source}:{line}" if line else source

@@ -47,7 +47,7 @@ def _offline(cfg: RunConfig, run_dir: Path, resume_state_path: str, trajectory: 
 
     learner = OfflineLearner(run_dir, resume_state_path=resume_state_path)
 
-    async def policy_for(family: str, version: int, path: str) -> AgentPolicy:
+    async def policy_for(episode_id: str, family: str, version: int, path: str) -> AgentPolicy:
         inner = ScriptedPolicy(load_trajectory(trajectory or cfg.trajectory_path(family)))
         return OfflinePolicy(inner, sampler_version=version, sampler_path=path)
 
@@ -72,13 +72,20 @@ def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
         seed=cfg.run.seed,
         device=cfg.backend.device,
         resume_state_path=resume_state_path,
+        learn=cfg.backend.learn,
     )
     # Versions older than the staleness bound train nothing; +2 keeps the newest and the one being published.
-    pool = SamplerPool(run_dir, base_model=outer.base_model, rank=outer.lora_rank, keep=outer.max_steps_off_policy + 2)
+    pool = SamplerPool(
+        run_dir,
+        base_model=outer.base_model,
+        rank=outer.lora_rank,
+        keep=outer.max_steps_off_policy + 2,
+        max_batch=cfg.backend.sampler_batch,
+    )
     server = LocalSamplerServer(pool)
     transport = httpx.AsyncHTTPTransport()
 
-    async def policy_for(family: str, version: int, path: str) -> AgentPolicy:
+    async def policy_for(episode_id: str, family: str, version: int, path: str) -> AgentPolicy:
         await server.start()  # on first use, in the run's event loop
         return LocalPolicy(
             base_url=server.base_url,
@@ -88,6 +95,9 @@ def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
             max_tokens=outer.max_tokens,
             temperature=outer.temperature,
             label=family,
+            # Each turn's sampling seed comes from (run seed, episode id, turn): same seed, same samples.
+            episode_id=episode_id,
+            seed=cfg.run.seed,
         )
 
     async def close() -> None:
@@ -95,7 +105,8 @@ def _local(cfg: RunConfig, run_dir: Path, resume_state_path: str) -> Backend:
         await server.stop()
 
     ran_on = {
-        "learner": f"local LoRA ({outer.base_model}, rank {outer.lora_rank}, {outer.loss_fn}, on {learner.device})",
+        "learner": f"local LoRA ({outer.base_model}, rank {outer.lora_rank}, {outer.loss_fn}, on {learner.device})"
+        + ("" if cfg.backend.learn else " NOT LEARNING: the control, no update applied"),
         "agent": f"local sampler server of {outer.base_model} (newest published LoRA merged)",
     }
     return Backend(learner, policy_for, ran_on, close)
@@ -113,7 +124,7 @@ def _tinker(cfg: RunConfig, resume_state_path: str) -> Backend:
     renderer = ChatTemplateRenderer.from_pretrained(outer.base_model)
     samplers: dict[str, Any] = {}  # one sampling client per published path ("" = the base model)
 
-    async def policy_for(family: str, version: int, path: str) -> AgentPolicy:
+    async def policy_for(episode_id: str, family: str, version: int, path: str) -> AgentPolicy:
         if path not in samplers:
             samplers[path] = await svc.create_sampling_client(path or None, None if path else outer.base_model)
         return TinkerPolicy(

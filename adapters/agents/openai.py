@@ -106,7 +106,10 @@ class OpenAIPolicy:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentReply:
+    async def next_turn(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, seed: int | None = None
+    ) -> AgentReply:
+        """``seed``: the request's sampling seed (OpenAI's ``seed``), for a caller that makes each turn reproducible."""
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -115,6 +118,8 @@ class OpenAIPolicy:
         }
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
+        if seed is not None:
+            body["seed"] = seed
         response = await self._post(body)
         return self._parse(response)
 

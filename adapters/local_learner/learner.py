@@ -7,6 +7,10 @@ tokens, learner log-probs at temperature 1 against the sampler's). One ``train_s
 which sums to the same gradient), then one AdamW step with Tinker's ``AdamParams`` defaults (beta1 0.9,
 beta2 0.95, eps 1e-12, no weight decay, no gradient clipping) at the step's learning rate.
 
+``learn = False`` is the no-learning control of an experiment: each step computes the same loss and gradient
+(and reports them) but applies no update, so the agent stays the base model while everything else about the run
+(samples, datums, events, checkpoints) is the same as the learning run's.
+
 ``save`` writes sampler weights (the adapter) and, with ``with_state``, the adapter plus the Adam state
 (:mod:`.checkpoint`); a learner built with ``resume_state_path`` continues from that state exactly. The torch
 work runs in a worker thread, so the event loop keeps serving episodes meanwhile.
@@ -51,6 +55,7 @@ class LocalLearner:
         device: str = "auto",
         resume_state_path: str = "",
         microbatch_tokens: int = 4096,
+        learn: bool = True,
     ) -> None:
         self.root = Path(root)
         self.base_model = base_model
@@ -58,6 +63,7 @@ class LocalLearner:
         self.seed = seed
         self.device = pick_device(device)
         self.microbatch_tokens = microbatch_tokens
+        self.learn = learn  # False: the no-learning control (see the module doc)
         self.last_state_path = resume_state_path
         self.steps = 0  # optimizer steps in the weights, the resumed ones included
         self._lock = threading.Lock()  # one torch job at a time on the model
@@ -151,7 +157,8 @@ class LocalLearner:
                 raise FloatingPointError(f"local learner: non-finite loss {total} or gradient norm {grad_norm}")
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            self.optimizer.step()
+            if self.learn:
+                self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.steps += 1
         sampled = max(tokens, 1.0)
@@ -164,6 +171,7 @@ class LocalLearner:
                 "local/sampled_tokens": tokens,
                 "local/grad_norm": grad_norm,
                 "local/steps": float(self.steps),
+                "local/applied": float(self.learn),
                 "optim/lr": lr,
             }
         )

@@ -5,14 +5,16 @@ MLP's gate/up/down; not the tied embedding / LM head), alpha 32 whatever the ran
 to zero so step 0 is the base model exactly. A (Kaiming-uniform, peft's default) is drawn from a generator
 seeded by the run, so the same seed gives the same adapter.
 
-``base_model`` is a tiny model name (``tiny-0.6b``), its Qwen alias (``Qwen/Qwen3-0.6B``) or a local checkpoint
-directory (``config.json`` + safetensors + tokenizer): nothing is downloaded.
+``base_model`` is a tiny model name (``tiny-0.6b``), its Qwen alias (``Qwen/Qwen3-0.6B``), the name of another
+checkpoint under ``fixtures/tiny/`` (the replica's trainer agent, ``tiny-agent``) or a local checkpoint directory
+(``config.json`` + safetensors + tokenizer): nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,6 +23,7 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
 from adapters.tiny.model import load_checkpoint
+from adapters.tiny.specs import FIXTURE_DIR
 
 __all__ = [
     "LORA_ALPHA",
@@ -52,7 +55,9 @@ def load_base(base_model: str) -> tuple[Qwen3ForCausalLM, PreTrainedTokenizerFas
 
     # A "Loading weights" bar per sampler version would flood the run's stderr.
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    ckpt = load_checkpoint(base_model)
+    fixture = FIXTURE_DIR / base_model
+    named = "/" not in base_model and not Path(base_model).exists() and (fixture / "config.json").is_file()
+    ckpt = load_checkpoint(fixture if named else base_model)
     return ckpt.model, ckpt.tokenizer
 
 

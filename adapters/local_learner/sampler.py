@@ -15,11 +15,18 @@ session ``S`` (the ``X-Session-ID`` header) sampled, by turn: prompt ids, sample
 asks the server for each turn through :class:`~adapters.agents.openai.OpenAIPolicy` (the same client as any
 OpenAI-compatible agent) under its own session id, then reads the turn's tokens and log-probs back, and puts
 them in ``AgentReply.training`` as the Tinker policy does.
+
+Reproducibility: a policy given the run's ``seed`` and its ``episode_id`` sends each turn's sampling seed,
+:func:`turn_seed` of (run seed, episode id, turn), so what an episode samples does not depend on which
+requests came before it (concurrency reorders them) nor on a crash and resume in between. A pool built with
+``max_batch = 1`` answers one request per forward pass: a batch pads its rows, which moves the log-probs by
+~1e-6 and so the learner's datums; one at a time they are bit-identical from run to run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import uuid
 from collections import OrderedDict
@@ -41,18 +48,27 @@ from handlers.ports.policy import AgentReply
 from .checkpoint import CheckpointError, read_checkpoint
 from .lora import load_base, merged_model
 
-__all__ = ["BASE", "LocalPolicy", "LocalSamplerServer", "SamplerPool"]
+__all__ = ["BASE", "LocalPolicy", "LocalSamplerServer", "SamplerPool", "turn_seed"]
 
 log = structlog.get_logger(__name__)
 
 BASE = "base"  # the model name of sampler version 0
 
 
+def turn_seed(run_seed: int, episode_id: str, turn: int) -> int:
+    """The sampling seed of ``turn`` of ``episode_id`` in a run seeded ``run_seed`` (a stable 62-bit hash)."""
+    digest = hashlib.blake2b(f"{run_seed}:{episode_id}:{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
+
+
 class SamplerPool:
     """The server's policy: one :class:`TinyPolicy` per sampler path, merged on first use (see module doc)."""
 
-    def __init__(self, root: Path, *, base_model: str, rank: int, keep: int = 4, seed: int = 0) -> None:
+    def __init__(
+        self, root: Path, *, base_model: str, rank: int, keep: int = 4, seed: int = 0, max_batch: int = 64
+    ) -> None:
         self.root = Path(root)
+        self.max_batch = max_batch  # requests per forward pass (1: bit-identical log-probs, see module doc)
         self.base_model = base_model
         self.rank = rank
         self.keep = max(1, keep)
@@ -75,7 +91,7 @@ class SamplerPool:
         model = merged_model(self.base_model, state, self.rank)
         # Each version gets its own seed stream: what one version samples does not shift another's.
         seed = self.seed * 1_000_003 + self.loads
-        return TinyPolicy(Checkpoint(name, model, self.tokenizer), seed=seed, window_ms=2.0)
+        return TinyPolicy(Checkpoint(name, model, self.tokenizer), seed=seed, window_ms=2.0, max_batch=self.max_batch)
 
     async def policy(self, name: str) -> TinyPolicy:
         async with self._loading:
@@ -221,9 +237,14 @@ class LocalPolicy:
         max_tokens: int,
         temperature: float,
         label: str = "local",
+        episode_id: str = "",
+        seed: int | None = None,
     ) -> None:
+        """``seed`` (with ``episode_id``): each turn samples with :func:`turn_seed`; None: the server draws one."""
         self.sampler_path = sampler_path
         self.sampler_version = sampler_version
+        self.episode_id = episode_id
+        self.seed = seed
         self.session_id = f"{label}-{next(_sessions)}-{uuid.uuid4().hex[:8]}"
         self._transport = _Session(transport, self.session_id)
         self._base_url = base_url
@@ -240,8 +261,9 @@ class LocalPolicy:
         """Continue an interrupted episode: the server keys turns by the conversation, nothing to move."""
 
     async def next_turn(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentReply:
-        reply = await self._chat.next_turn(messages, tools)
         turn = sum(m.get("role") == "assistant" for m in messages)
+        seed = None if self.seed is None else turn_seed(self.seed, self.episode_id, turn)
+        reply = await self._chat.next_turn(messages, tools, seed=seed)
         async with httpx.AsyncClient(transport=self._transport, base_url=self._base_url.rstrip("/")) as client:
             response = await client.get("/local/samples", params={"session_id": self.session_id})
         if response.status_code != 200:

@@ -291,7 +291,9 @@ class OuterLoop:
         whole, short = picked
         self._take(whole)  # before any await: groups keep arriving
         batch = whole + [await self._close_short(g) for g in short]
-        batch.sort(key=lambda g: g.sampler_version)  # oldest sampler first
+        # Oldest sampler first, then in the order the groups were started (not the order they finished: the
+        # datums' order is the gradient's summation order, and a rerun or a resume must sum the same way).
+        batch.sort(key=lambda g: (g.sampler_version, g.episodes[0].episode_id))
         self._learning = True
         try:
             result = await learner_step(

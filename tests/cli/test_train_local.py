@@ -62,3 +62,23 @@ def test_local_train_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert st["training"].step == 2 and st["run"].status == "finished:ok"
     turns = [ep for ep in st["training"].episodes.values() if ep.turn_blobs]
     assert turns, "the agent's sampled turns were recorded for the learner"
+
+
+@pytest.mark.parametrize("name", ["replica.toml", "replica_smoke.toml"])
+def test_the_replica_configs_are_reproducible_by_construction(name: str) -> None:
+    """Synchronous steps (which sampler an episode uses does not depend on timing), one sampler request per
+    forward pass, no wall time in the reward, the replica's template and its two training families."""
+    cfg = load_run_config(ROOT / "examples" / "configs" / name)
+    assert cfg.outer.max_steps_off_policy == 0 and cfg.outer.episode_concurrency >= cfg.outer.batch_size
+    assert (cfg.backend.kind, cfg.backend.device, cfg.backend.sampler_batch) == ("local", "cpu", 1)
+    assert cfg.reward.w_speed == 0.0 and cfg.outer.families == ["calc_chain", "ledger"]
+    assert cfg.template_dir == ROOT / "examples" / "replica" / "template" and cfg.spec_path("triage").is_file()
+
+
+def test_the_no_learning_control_is_the_local_learners_only(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[backend]\nkind = 'offline'\nlearn = false\n[agent]\nkind = 'scripted'\n")
+    with pytest.raises(ConfigError, match=r"c.toml:3: \[backend\] learn = false is the local learner's control"):
+        load_run_config(path)
+    path.write_text("[backend]\nkind = 'local'\nlearn = false\n[agent]\nkind = 'local'\n")
+    assert load_run_config(path).backend.learn is False

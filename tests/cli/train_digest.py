@@ -1,5 +1,8 @@
 """What must be the same after any number of crashes and resumes: a digest of the trained outcome of a run,
 and the checks that nothing was counted twice or lost. Wall times (and the speed term they feed) are left out.
+
+The digest holds each trained episode's sampled tokens and log-probs (from its turn blobs) and the learner's
+state: the offline learner's counters, or the local learner's adapter and Adam tensors (their bytes, hashed).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from engine.blobs import BlobStore
 from engine.log import read_log
 from engine.replay import replay
 from events import (
@@ -26,9 +30,38 @@ from events import (
 from handlers.registry import default_projections
 
 
+def _sampled(blobs: BlobStore, turn_blobs: list[str]) -> str:
+    """sha256 of an episode's sampled tokens and their log-probs, turn by turn."""
+    turns = []
+    for blob in turn_blobs:
+        training = json.loads(blobs.get(blob)).get("training") or {}
+        turns.append([training.get("sampled_tokens"), training.get("sampled_logprobs")])
+    return hashlib.sha256(json.dumps(turns).encode()).hexdigest()
+
+
+def _learner(run: Path, state_path: str) -> dict[str, Any]:
+    """The learner's restorable state: the offline counters, or the local checkpoint's meta and tensor hashes."""
+    if not state_path.startswith("local:"):
+        loaded: dict[str, Any] = json.loads((run / state_path.removeprefix("offline:")).read_text())
+        return loaded
+    from safetensors.numpy import load_file  # no torch needed to read the tensors
+
+    directory = run / state_path.removeprefix("local:")
+    out: dict[str, Any] = {"meta": json.loads((directory / "meta.json").read_text())}
+    for name in ("lora", "adam"):
+        tensors = load_file(str(directory / f"{name}.safetensors"))
+        h = hashlib.sha256()
+        for key in sorted(tensors):
+            h.update(key.encode())
+            h.update(tensors[key].tobytes())
+        out[name] = h.hexdigest()
+    return out
+
+
 def trained_digest(run: Path) -> tuple[str, dict[str, Any]]:
-    """(sha256, the plain data it hashes): per applied step its episodes (task, reward parts, job result),
-    datums and trained tokens; the offline learner's restored counters."""
+    """(sha256, the plain data it hashes): per applied step its episodes (task, reward parts, job result, sampled
+    tokens), datums and trained tokens; the learner's restorable state."""
+    blobs = BlobStore(run / "blobs")
     states = replay(run / "events.jsonl", default_projections()).states
     training, rewards, queue, episodes = states["training"], states["rewards"], states["queue"], states["episodes"]
     steps = []
@@ -50,14 +83,14 @@ def trained_digest(run: Path) -> tuple[str, dict[str, Any]]:
                     "quality": r.quality,
                     "post": r.post,
                     "job": None if job is None else [job.job_id, job.status, job.pre, job.post],
+                    "sampled": _sampled(blobs, training.episodes[eid].turn_blobs),
                 }
             )
         steps.append(
             {"step": rec.step, "applied": rec.applied, "episodes": eps, "datums": rec.n_datums, "tokens": rec.n_tokens}
         )
     last = training.steps[str(training.step - 1)]
-    learner = json.loads((run / last.state_path.removeprefix("offline:")).read_text())
-    data = {"steps": steps, "next_step": training.step, "learner": learner}
+    data = {"steps": steps, "next_step": training.step, "learner": _learner(run, last.state_path)}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(), data
 
 

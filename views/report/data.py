@@ -33,7 +33,8 @@ from handlers.reward.projection import breakdown
 from views.report.accounts import Accounts, AccountsProjection
 from views.report.curves import JobCurve, JobCurvesProjection
 from views.report.job_tree import job_tree_lines
-from views.report.jobtoml import JobChoice, choice_of_bundle, choice_of_toml
+from views.report.jobtoml import JobChoice, choice_of_bundle, choice_of_toml, toml_of_bundle
+from views.report.replica import DEFAULT_GRID, Grid, GridError, ReplicaData, label_of_toml, load_grid, replica_data
 from views.watch.folder import RunFolder
 from views.watch.outer import in_order
 from views.watch.podtime import gpu_time
@@ -131,6 +132,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
     episodes: list[EpisodeDetail] = []
     job_trees: list[str] = []  # markdown: each multi-job episode's job tree with diffs (views.report.job_tree)
+    replica: ReplicaData | None = None  # the CPU replica's choices and arms (views.report.replica); None: not one
 
 
 class EpisodeDetail(msgspec.Struct, frozen=True, kw_only=True):
@@ -266,8 +268,36 @@ def _holdout(
     return rows
 
 
-def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportData:
-    """Read the run at ``run_dir`` (its events.jsonl and blobs/) into :class:`ReportData`."""
+def _labels(queue: QueueState, blobs: BlobStore) -> dict[str, str | None]:
+    """Episode id -> the replica choice label of its (first) job's job.toml; None: not a replica choice."""
+    out: dict[str, str | None] = {}
+    for job in sorted(queue.jobs.values(), key=lambda j: j.order):
+        if job.episode_id in out:
+            continue
+        try:  # a bundle that is missing, unreadable or not a tar is no replica choice
+            text = toml_of_bundle(blobs.get(job.bundle), job.job_id) if job.bundle in blobs else ""
+        except (ValueError, UnicodeDecodeError):
+            text = ""
+        out[job.episode_id] = label_of_toml(text) if text else None
+    return out
+
+
+def _grid(path: Path | None) -> tuple[Grid | None, str]:
+    """The grid given (its errors raise), else the default one if it exists; and why there is none."""
+    if path is not None:
+        return load_grid(path), ""
+    if DEFAULT_GRID.is_file():
+        try:
+            return load_grid(DEFAULT_GRID), ""
+        except GridError as exc:
+            return None, str(exc)
+    return None, "no grid file (benchmarks/replica_grid.py writes examples/replica/grid.json; `ait report --grid`)"
+
+
+def collect(run_dir: Path | str, *, folder: RunFolder | None = None, grid: Path | None = None) -> ReportData:
+    """Read the run at ``run_dir`` (its events.jsonl and blobs/) into :class:`ReportData`; ``grid``: the replica's
+    grid JSON (default ``examples/replica/grid.json`` when it exists; a given one that does not fit raises
+    :class:`~views.report.replica.GridError`)."""
     root = Path(run_dir)
     if folder is None:
         folder = RunFolder(root / "events.jsonl", extra=[AccountsProjection(), JobCurvesProjection()])
@@ -321,6 +351,18 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         for g, t in gpu_time(st["pod_time"], now).items()
     }
     errors = st["errors"]
+    labels = _labels(queue, BlobStore(root / "blobs"))
+    replica = None
+    if any(v is not None for v in labels.values()):
+        the_grid, grid_note = _grid(grid)
+        replica = replica_data(
+            [(s.step, outer.batches[str(s.step)].episodes) for s in steps],
+            {e: r.reward for e, r in rewards.items()},
+            labels,
+            [(e.episode_id, e.family, e.sampler_version) for e in episodes.values() if is_holdout(e)],
+            grid=the_grid,
+            grid_note=grid_note,
+        )
     return ReportData(
         run_id=st["run"].run_id,
         status=st["run"].status,
@@ -351,6 +393,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None) -> ReportDa
         standin=st["run"].standin,
         capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
         job_trees=job_tree_lines(episodes, BlobStore(root / "blobs")),
+        replica=replica,
     )
 
 

@@ -20,7 +20,7 @@ import msgspec
 
 from handlers.episode.job_config import PrimeRLTable
 
-__all__ = ["JobChoice", "choice_of_bundle", "choice_of_toml", "optional_defaults"]
+__all__ = ["JobChoice", "choice_of_bundle", "choice_of_toml", "optional_defaults", "toml_of_bundle"]
 
 
 class JobChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +49,11 @@ def choice_of_toml(text: str, source: str = "job.toml") -> JobChoice:
 
 def choice_of_bundle(bundle: bytes, source: str = "bundle") -> JobChoice:
     """The choice in a job bundle's ``job.toml`` (see :mod:`handlers.episode.bundle`)."""
+    return choice_of_toml(toml_of_bundle(bundle, source), f"{source}:job.toml")
+
+
+def toml_of_bundle(bundle: bytes, source: str = "bundle") -> str:
+    """The text of a job bundle's ``job.toml``; ``ValueError`` naming ``source`` when it has none."""
     try:
         with tarfile.open(fileobj=io.BytesIO(bundle), mode="r") as tar:
             member = tar.extractfile("job.toml")
@@ -59,4 +64,4 @@ def choice_of_bundle(bundle: bytes, source: str = "bundle") -> JobChoice:
         raise ValueError(f"{source}: no job.toml in the bundle") from None
     except tarfile.TarError as exc:
         raise ValueError(f"{source}: not a tar archive: {exc}") from None
-    return choice_of_toml(text, f"{source}:job.toml")
+    return text

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from engine.fmt import format_count, format_duration, format_hours, format_pct, format_score, format_ts, format_usd
 from handlers.reward.formula import explain, post_for_csv
 from views.report.data import EpisodeDetail, ReportData, StepStats
+from views.report.replica_md import holdout_arm_lines, replica_lines
 from views.watch.render import gpu_label
 
 __all__ = ["jobs_csv", "markdown", "steps_csv"]
@@ -355,6 +356,9 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
     lines += ["Training episodes whose job was scored; uplift = post − best_pre (frozen best untrained model).", ""]
     lines += [*_scores(d), ""]
     lines += ["## Model selection", "", *img("model_share.png", "model selection share"), *_models(d), ""]
+    if d.replica is not None:
+        lines += ["## Replica: the agent's choices", "", *img("choice_share.png", "choice share per step")]
+        lines += replica_lines(d.replica)
     lines += ["## [prime_rl] key adoption", "", *img("prime_rl_adoption.png", "prime_rl key adoption")]
     lines += [
         "A job adopts a key when its job.toml (read from the job bundle) sets an optional `[prime_rl]` key to a "
@@ -374,6 +378,8 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
     families = ", ".join(sorted({f for h in d.holdout for f in h.families})) or "the held-out family"
     lines += ["## Holdout", "", f"Episodes on {families} (never trained on), by the sampler version they ran.", ""]
     lines += [*_holdout(d), ""]
+    if d.replica is not None:
+        lines += holdout_arm_lines(d.replica)
     lines += _job_trees(d)
     lines += ["## Errors", "", *_errors(d), ""]
     return "\n".join(lines)

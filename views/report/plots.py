@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from views.report.data import ReportData
+from views.report.replica import NO_JOB
 from views.watch.render import gpu_label
 
 __all__ = ["EPISODE_PLOTS", "PLOTS", "plots_for", "write_plots"]
@@ -312,6 +313,34 @@ def job_curves(d: ReportData, path: Path) -> None:
     fig.savefig(path, dpi=_DPI)
 
 
+def choice_share(d: ReportData, path: Path) -> None:
+    """The CPU replica: each step's share of each choice (stacked), and the share of the grid's best choices."""
+    fig, (ax,) = _figure()
+    r = d.replica
+    steps = [s for s in r.steps if s.episodes] if r is not None else []
+    if r is None or not steps:
+        _no_data(ax, "replica choices")
+    else:
+        x = [s.step for s in steps]
+        bottom = [0.0] * len(x)
+        made = [c for c in [*r.labels, NO_JOB] if any(s.counts.get(c) for s in steps)]
+        for label in made:
+            share = [100.0 * s.counts.get(label, 0) / s.episodes for s in steps]
+            # One colour per choice whatever the run made (the choice module's order), grey for no job.
+            color = "#DDDDDD" if label == NO_JOB else _CYCLE[r.labels.index(label) % len(_CYCLE)]
+            ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=label)
+            bottom = [b + v for b, v in zip(bottom, share, strict=True)]
+        if r.grid is not None:
+            best = [100.0 * s.best / s.episodes for s in steps]
+            ax.plot(x, best, color="black", marker="o", lw=2, label="grid's best (" + ", ".join(r.grid.best) + ")")
+        ax.set_ylim(0, 112)
+        _steps_axis(ax, x)
+        ax.legend(title="choice", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.set_ylabel("share of the step's episodes (%)")
+    ax.set_title("Replica: the agent's choice (base model / rubric) per outer step")
+    fig.savefig(path, dpi=_DPI, bbox_inches="tight")
+
+
 PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {
     "reward_per_step.png": reward_per_step,
     "rates.png": rates,
@@ -323,12 +352,14 @@ PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {
 # A run of single episodes (``ait episode``: episodes, no outer steps) draws its jobs' curves instead of the
 # per-step plots above, which would be blank axes or one lonely point.
 EPISODE_PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {"job_curves.png": job_curves}
+# A CPU replica run (views/report/replica.py) adds its choices.
+REPLICA_PLOTS: Final[dict[str, Callable[[ReportData, Path], None]]] = {"choice_share.png": choice_share}
 
 
 def plots_for(d: ReportData) -> list[str]:
     """The plots worth drawing for this run, by name."""
     if d.steps or not d.episodes:
-        return list(PLOTS)
+        return list(PLOTS) + (list(REPLICA_PLOTS) if d.replica is not None else [])
     return [name for name in EPISODE_PLOTS if any(ep.curve is not None and ep.curve.points for ep in d.episodes)]
 
 
@@ -336,7 +367,7 @@ def write_plots(d: ReportData, out: Path, on_done: Callable[[str], None] = lambd
     """Draw the plots of :func:`plots_for` into ``out``; returns their paths in order."""
     paths = []
     for name in plots_for(d):
-        (PLOTS | EPISODE_PLOTS)[name](d, out / name)
+        (PLOTS | EPISODE_PLOTS | REPLICA_PLOTS)[name](d, out / name)
         paths.append(out / name)
         on_done(name)
     return paths

@@ -109,3 +109,14 @@ async def test_saving_a_name_again_replaces_it(run_dir: Path) -> None:
     lora, _meta, adam = read_checkpoint(run_dir, "local:checkpoints/again.sampler", with_state=False)
     assert lora["w"].tolist() == [2.0, 2.0] and adam is None
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir() if "again" in p.name) == ["again.sampler"]
+
+
+async def test_the_no_learning_control_computes_each_step_but_applies_none(tmp_path: Path) -> None:
+    """``learn = False`` (``[backend] learn = false``): the same loss and gradient are computed and reported, the
+    adapter stays at its initial value (the agent stays the base model)."""
+    control = make_learner(tmp_path, learn=False)
+    before = _lora(control)
+    out = await control.train_step(BATCH, loss_fn="importance_sampling", loss_fn_config=None, learning_rate=1e-3)
+    assert out.metrics["local/grad_norm"] > 0 and out.metrics["local/applied"] == 0.0 and control.steps == 1
+    after = _lora(control)
+    assert all(bool((before[k] == after[k]).all()) for k in before)

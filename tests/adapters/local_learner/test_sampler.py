@@ -92,3 +92,42 @@ async def test_sampled_turns_train_at_ratio_one_on_the_base_and_on_a_published_s
             assert outside.status_code == 500 and "inside the run directory" in outside.json()["error"]["message"]
             assert (await client.get("/local/samples")).status_code == 400
     await transport.aclose()
+
+
+async def test_each_turn_samples_with_its_episodes_seed_whatever_runs_beside_it(run_dir: Path) -> None:
+    """A turn's sample depends on (run seed, episode id, turn) only: not on the requests before it, nor on
+    others sharing the server; another episode id or run seed samples something else."""
+    import asyncio
+
+    import httpx
+
+    from adapters.local_learner.sampler import LocalPolicy, LocalSamplerServer, SamplerPool, turn_seed
+
+    assert turn_seed(0, "ep000001", 0) == turn_seed(0, "ep000001", 0) != turn_seed(0, "ep000001", 1)
+    assert turn_seed(0, "ep000001", 0) != turn_seed(1, "ep000001", 0) and 0 <= turn_seed(5, "x", 3) < 2**62
+    pool = SamplerPool(run_dir, base_model=BASE, rank=RANK, keep=1, max_batch=1)
+    transport = httpx.AsyncHTTPTransport()
+
+    def policy(episode_id: str, seed: int) -> LocalPolicy:
+        return LocalPolicy(
+            base_url=server.base_url,
+            transport=transport,
+            sampler_path="",
+            sampler_version=0,
+            max_tokens=12,
+            temperature=1.0,
+            episode_id=episode_id,
+            seed=seed,
+        )
+
+    async def tokens(p: LocalPolicy) -> list[list[int]]:
+        return [t.sampled_tokens for t in await _turns(p, 2)]
+
+    async with LocalSamplerServer(pool) as server:
+        alone = await tokens(policy("ep000001", 0))
+        crowd = await asyncio.gather(
+            *(tokens(policy(e, s)) for e, s in [("ep000002", 0), ("ep000001", 0), ("ep000001", 1)])
+        )
+    await transport.aclose()
+    assert crowd[1] == alone  # the same episode, now after and beside other requests
+    assert crowd[0] != alone and crowd[2] != alone  # another episode; another run seed

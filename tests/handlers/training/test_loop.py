@@ -99,3 +99,45 @@ def test_concurrency_must_hold_a_group():
 
     with pytest.raises(ConfigError, match="episode_concurrency"):
         parse_config({"group_size": 8, "episode_concurrency": 4})
+
+
+async def test_synchronous_steps_do_not_depend_on_timing():
+    """K = 0 with room for a whole batch (the CPU replica's setting): whatever order the episodes finish in,
+    every episode samples the sampler of the step that trains it, nothing is discarded, and the learner gets the
+    same datums in the same order (groups in the order they started, not the order they finished)."""
+
+    async def run(timing_seed: int) -> tuple[list[list[str]], list[list[tuple[int, ...]]], int]:
+        import random
+
+        rng = random.Random(timing_seed)
+        events = []
+
+        async def emit(body):
+            events.append(body)
+
+        async def run_episode(episode_id, task, version, path):
+            await asyncio.sleep(rng.random() * 0.004)
+            n = int(episode_id[2:])
+            return FinishedEpisode(
+                episode_id=episode_id,
+                task_id=task.task_id,
+                sampler_version=version,
+                reward=(n * 7919 % 13) / 13,  # the episode's, not the timing's
+                turns=[SampledTurn(prompt_tokens=[1, n], sampled_tokens=[n + 2], sampled_logprobs=[-0.5])],
+            )
+
+        cfg = parse_config(
+            {"group_size": 2, "tasks_per_batch": 3, "episode_concurrency": 6, "max_steps_off_policy": 0, "seed": 4}
+        )
+        learner = FakeLearner()
+        loop = OuterLoop(config=cfg, learner=learner, run_episode=run_episode, emit=emit)
+        assert await asyncio.wait_for(loop.run(max_steps=4), 20) == 4
+        collected = [e for e in events if isinstance(e, BatchCollected)]
+        assert all(c.staleness_max == 0 for c in collected)
+        discarded = sum(isinstance(e, EpisodeStaleDiscarded) for e in events)
+        datums = [[tuple(d.input_tokens) + tuple(d.advantages) for d in step[0]] for step in learner.steps]
+        return [c.episode_ids for c in collected], datums, discarded
+
+    first, second = await run(0), await run(1)
+    assert first == second and first[2] == 0
+    assert first[0][1] == ["ep000006", "ep000007", "ep000008", "ep000009", "ep000010", "ep000011"]
