@@ -160,6 +160,8 @@ class ReplicaData(msgspec.Struct, frozen=True, kw_only=True):
     last: Interval | None
     rise: Interval | None  # last - first
     holdout: list[Arm]
+    first_rewards: list[float] = []  # the episode rewards behind ``first`` and ``last`` (pooled over runs by
+    last_rewards: list[float] = []  # benchmarks/replica_compare.py)
 
 
 def replica_data(
@@ -189,6 +191,8 @@ def replica_data(
         )
     k = min(5, len(step_episodes) // 2)
     first = last = rise = None
+    head: list[float] = []
+    tail: list[float] = []
     if k:
         head = [rewards[e] for _, ids in step_episodes[:k] for e in ids if e in rewards]
         tail = [rewards[e] for _, ids in step_episodes[-k:] for e in ids if e in rewards]
@@ -223,4 +227,6 @@ def replica_data(
         last=last,
         rise=rise,
         holdout=arms,
+        first_rewards=head if k else [],
+        last_rewards=tail if k else [],
     )

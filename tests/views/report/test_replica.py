@@ -6,36 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from pathlib import Path
 
-import anyio
 import pytest
 
 from cli import main
-from engine.blobs import BlobStore
-from engine.clock import ManualClock
-from engine.runtime import Runtime
-from events import BatchCollected, EpisodeStarted, JobQueued, RewardComputed, RunStarted
-from families.spec import load_spec
-from handlers.episode.bundle import make_bundle
-from handlers.episode.choice import Choice, job_text
-from handlers.registry import default_projections
+from tests.fakes.replica_log import BEST, WORST, write_grid, write_replica_log
 from views.report.data import collect
 from views.report.markdown import markdown
 from views.report.replica import GridError, bootstrap_diff, bootstrap_mean, load_grid, replica_data
 from views.report.replica_md import choice_share_csv
 
 ROOT = Path(__file__).resolve().parents[3]
-BEST = Choice("Qwen/Qwen3-1.7B", "correct")
-WORST = Choice("Qwen/Qwen3-0.6B", "wrong")
-
-
-def _grid(tmp_path: Path, best: object = ("1.7B/correct",)) -> Path:
-    path = tmp_path / "grid.json"
-    doc = {"best": list(best) if isinstance(best, tuple) else best, "choices": {"1.7B/correct": {"mean": 0.41}}}
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def test_bootstrap_intervals_cover_the_mean_and_see_a_real_rise() -> None:
@@ -58,7 +40,7 @@ def test_shares_first_vs_last_and_holdout_arms_from_plain_data(tmp_path: Path) -
     rewards = {e: (0.5 if labels.get(e) == BEST.label else 0.0) for _, ids in steps for e in ids}
     holdout = [(f"h0{i}", "triage", 0) for i in range(5)] + [(f"h6{i}", "triage", 6) for i in range(4)]
     rewards |= {f"h0{i}": 0.1 for i in range(5)} | {f"h6{i}": 0.3 for i in range(4)}
-    data = replica_data(steps, rewards, labels, holdout, grid=load_grid(_grid(tmp_path)))
+    data = replica_data(steps, rewards, labels, holdout, grid=load_grid(write_grid(tmp_path)))
     assert data is not None and data.grid is not None and data.grid.means == {"1.7B/correct": 0.41}
     assert [(s.step, s.episodes, s.best) for s in data.steps] == [(s, 4, 1 if s < 3 else 4) for s in range(6)]
     assert data.steps[0].counts == {"1.7B/correct": 1, "no job": 1, "0.6B/wrong": 2}
@@ -89,72 +71,11 @@ def test_a_grid_that_does_not_fit_is_one_line_naming_the_file(tmp_path: Path, te
     assert str(path) in str(info.value) and needle in str(info.value) and "\n" not in str(info.value)
 
 
-def _reward(episode_id: str, reward: float) -> RewardComputed:
-    return RewardComputed(
-        episode_id=episode_id,
-        reward=reward,
-        validation=1.0,
-        quality=(reward - 0.35) / 0.65,
-        speed=0.0,
-        w_validation=0.35,
-        w_quality=0.65,
-        w_speed=0.0,
-        attempts=1,
-        validated=True,
-        parseable=True,
-        job_status="succeeded",
-        outcome="scored",
-    )
-
-
-def _write_replica_log(run: Path) -> None:
-    """Two outer steps of 2 x 2 episodes on calc_chain (step 0: 0.6B/wrong mostly; step 1: 1.7B/correct), and a
-    triage holdout arm of 3 episodes on v0 and 3 on v2; every episode queued a job of its choice."""
-    spec_path = ROOT / "examples" / "replica" / "tasks" / "calc_chain_v1_fast.json"
-    spec, spec_json = load_spec(spec_path), spec_path.read_bytes()
-    blobs = BlobStore(run / "blobs")
-
-    async def write() -> None:
-        async with Runtime(run, default_projections(), clock=ManualClock()) as rt:
-            await rt.emit(RunStarted(run_id="replica", seed=0, code_version="t"))
-
-            async def episode(eid: str, choice: Choice, reward: float, version: int, group: str) -> None:
-                family = "triage" if group.startswith("holdout") else "calc_chain"
-                await rt.emit(
-                    EpisodeStarted(
-                        episode_id=eid,
-                        task_id=f"{family}:1",
-                        family=family,
-                        policy="local",
-                        sampler_version=version,
-                        group_id=group,
-                    )
-                )
-                files = {"job.toml": job_text(choice, spec).encode()}
-                bundle = await blobs.aput(make_bundle(files, spec_json))
-                job = JobQueued(
-                    job_id=f"job-{eid}", episode_id=eid, family=family, base_model=choice.model, bundle=bundle
-                )
-                await rt.emit(job)
-                await rt.emit(_reward(eid, reward))
-
-            for step, (choices, reward) in enumerate([((WORST, WORST, WORST, BEST), 0.1), ((BEST,) * 4, 0.6)]):
-                ids = [f"ep{step}{i}" for i in range(4)]
-                for i, (eid, choice) in enumerate(zip(ids, choices, strict=True)):
-                    await episode(eid, choice, reward + 0.01 * i, step, f"g{step}")
-                await rt.emit(BatchCollected(step=step, episode_ids=ids))
-            for version, base in ((0, 0.2), (2, 0.4)):
-                for i in range(3):
-                    await episode(f"ho{version}{i}", BEST, base + 0.01 * i, version, f"holdout-v{version}")
-
-    anyio.run(write)
-
-
 def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     run = tmp_path / "replica"
-    _write_replica_log(run)
+    write_replica_log(run)
     # The report's text from its data (the plots, drawn by every other report test, would be most of the time).
-    data = collect(run, grid=_grid(tmp_path))
+    data = collect(run, grid=write_grid(tmp_path))
     assert data.replica is not None
     md = markdown(data, [])
     choices = md.split("## Replica: the agent's choices\n", 1)[1].split("\n## ", 1)[0]
@@ -185,8 +106,8 @@ def test_the_choice_plot_draws_shares_and_the_grids_best(tmp_path: Path) -> None
     from views.report.plots import choice_share, plots_for  # matplotlib: in the test, never at collection
 
     run = tmp_path / "replica"
-    _write_replica_log(run)
-    data = collect(run, grid=_grid(tmp_path))
+    write_replica_log(run)
+    data = collect(run, grid=write_grid(tmp_path))
     assert "choice_share.png" in plots_for(data)
     choice_share(data, tmp_path / "c.png")
     pixels = imread(tmp_path / "c.png")

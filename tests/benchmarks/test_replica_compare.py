@@ -1,0 +1,48 @@
+"""benchmarks/replica_compare.py pools learning runs and control runs the way ``ait report`` reads each one."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+from benchmarks.replica_compare import main
+from tests.fakes.replica_log import BEST, WORST, write_grid, write_replica_log
+
+
+def test_a_rising_arm_excludes_zero_and_a_flat_control_does_not(tmp_path: Path) -> None:
+    mixed = (WORST, BEST, WORST, BEST)
+    rising = [((WORST,) * 4, 0.2)] * 2 + [(mixed, 0.3)] * 2 + [((BEST,) * 4, 0.5)] * 2
+    flat = [(mixed, 0.3)] * 6
+    runs = {"learn-s0": rising, "learn-s1": rising, "control-s0": flat}
+    for name, steps in runs.items():
+        write_replica_log(tmp_path / name, steps, holdout=False)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            [
+                "--learn", str(tmp_path / "learn-s0"), str(tmp_path / "learn-s1"),
+                "--control", str(tmp_path / "control-s0"),
+                "--grid", str(write_grid(tmp_path)),
+                "--plot", str(tmp_path / "compare.png"),
+            ]
+        )  # fmt: skip
+    assert code == 0
+    rows = {line.split("|")[1].strip(): line for line in out.getvalue().splitlines() if line.startswith("| ")}
+    # k = 3 of 6 steps: first 0.2, 0.2, 0.3 (+0.01 * i), last 0.3, 0.5, 0.5: a rise of +0.2 over 24 episodes each.
+    assert "**+0.200 [" in rows["**learn, pooled**"] and "(n=24)" in rows["**learn, pooled**"]
+    low = float(rows["**learn, pooled**"].split("**+0.200 [")[1].split(",")[0])
+    assert low > 0
+    # The best share: 2 of 12 episodes per run in the first steps, 10 of 12 in the last.
+    assert "0.17 -> 0.83" in rows["learn"]
+    assert "+0.000 [" in rows["**control, pooled**"]
+    assert (tmp_path / "compare.png").stat().st_size > 0
+
+
+def test_a_run_without_replica_choices_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    write_replica_log(tmp_path / "plain", [], holdout=False)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--learn", str(tmp_path / "plain")]) == 2
+    assert "no replica choices" in err.getvalue()
