@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.cpu_trainer import CpuTrainer  # noqa: E402
+from adapters.sandbox import tree_cpu_seconds  # noqa: E402
 from handlers.ports.inner_trainer import JobBundle, JobResult, Progress  # noqa: E402
 
 ENVS = ROOT / "fixtures" / "envs"
@@ -146,28 +147,6 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
-def _tree_cpu(root: int) -> float:
-    """utime+stime (and reaped children's) of ``root`` and its live descendants, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
-    kids: dict[int, list[int]] = {}
-    ticks: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            kids.setdefault(int(fields[1]), []).append(int(name))
-            ticks[int(name)] = sum(int(x) for x in fields[11:15])
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo += kids.get(pid, [])
-    return total / tick
-
-
 def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
@@ -216,13 +195,13 @@ async def compare_paths(args: argparse.Namespace) -> int:
                 await zygote.ensure()
                 pid = zygote.pid()
                 assert pid is not None
-                zygote_start = {"wall_s": time.monotonic() - wall0, "cpu_s": _tree_cpu(pid)}
+                zygote_start = {"wall_s": time.monotonic() - wall0, "cpu_s": tree_cpu_seconds(pid)}
                 print(f"  warm zygote ready: {zygote_start['wall_s']:.1f} s wall, {zygote_start['cpu_s']:.1f} CPU-s")
             for n in range(1, args.jobs + 1):
                 job_dir = Path(tmp) / f"{path}-{n}"
                 bundle = write_bundle(job_dir, family, "family-reference", ENVS / "family_reference", args)
                 own0, kids0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-                tree0 = _tree_cpu(zygote.pid() or 0) if zygote is not None else 0.0
+                tree0 = tree_cpu_seconds(zygote.pid() or 0) if zygote is not None else 0.0
                 wall0 = time.monotonic()
                 curve.clear()
                 result = await trainer.run(bundle, quiet)
@@ -232,7 +211,7 @@ async def compare_paths(args: argparse.Namespace) -> int:
                 engine = own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime
                 outside = kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime
                 if zygote is not None:
-                    outside += _tree_cpu(zygote.pid() or 0) - tree0
+                    outside += tree_cpu_seconds(zygote.pid() or 0) - tree0
                 child = float(result.timings.get("train_cpu", 0.0))
                 line = next((x for x in result.detail.split("; ") if x.startswith("training isolation:")), "")
                 job = PathJob(

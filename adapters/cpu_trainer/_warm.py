@@ -19,20 +19,17 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
 
 import structlog
 
-from adapters.sandbox import IsolationPlan
+from adapters.sandbox import IsolationPlan, ZygoteClient
+from adapters.sandbox import ZygoteUnavailable as BaseUnavailable
 
 from ._confine import ChildLimits, zygote_argv
 
@@ -41,145 +38,39 @@ __all__ = ["TrainZygote", "WarmChild", "ZygoteUnavailable", "close_zygotes", "zy
 log = structlog.get_logger(__name__)
 
 _STARTUP_S = 180.0  # importing torch + transformers + verifiers on a busy 2-core machine
-_FAILURES_BEFORE_GIVING_UP = 2
 
 
-class ZygoteUnavailable(Exception):
+class ZygoteUnavailable(BaseUnavailable):
     """The warm path cannot run this job; ``str`` says why (the trainer falls back to the cold path)."""
 
 
-class TrainZygote:
-    """The long-lived sandboxed process that forks confined training children (loop-independent)."""
+class TrainZygote(ZygoteClient):
+    """The long-lived sandboxed process that forks confined training children (loop-independent).
+
+    Start-up, requests and stop are :class:`adapters.sandbox.ZygoteClient`'s; here: its command line, its
+    fixed start-up time, the spool (the trainer's work root, or one of its own), and its pid for the children.
+    """
+
+    unavailable = ZygoteUnavailable
+    events = "cpu_trainer"
+    errlog_prefix = "ait-train-zygote-err-"
+    log = log
 
     def __init__(self, plan: IsolationPlan, python: Path, spool: Path | None, threads: int) -> None:
-        self.plan = plan
-        self.python = python
-        self.own_spool = spool is None
-        self.spool = Path(tempfile.mkdtemp(prefix="ait-train-zygote-")) if spool is None else spool
+        path = Path(tempfile.mkdtemp(prefix="ait-train-zygote-")) if spool is None else spool
+        super().__init__(plan, python, path, own_spool=spool is None)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.threads = threads
-        self.info: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the process and its state
-        self._io = threading.Lock()  # one request and its reply at a time on the control socket
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._sock: socket.socket | None = None
-        self._ready = threading.Event()
-        self._problem = ""  # set for good once the warm path proved impossible here
-        self._failures = 0
-        self._errlog: IO[bytes] | None = None
 
     def argv(self) -> list[str]:
         return zygote_argv(self.plan, self.spool, threads=self.threads, limits=ChildLimits(), python=self.python)
 
-    def _launch(self) -> None:
-        # In the caller's (the event loop's) thread: bubblewrap's --die-with-parent follows the starting thread.
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        if self._errlog is not None:
-            self._errlog.close()
-        self._errlog = tempfile.TemporaryFile(prefix="ait-train-zygote-err-")  # noqa: SIM115  (kept while it runs)
-        try:
-            self._proc = subprocess.Popen(
-                self.argv(),
-                stdin=child.fileno(),
-                stdout=subprocess.DEVNULL,
-                stderr=self._errlog,
-                env={"PATH": "/usr/bin:/bin"},
-                cwd="/",
-                start_new_session=True,
-            )
-        finally:
-            child.close()
-        self._sock = parent
-        self._ready = threading.Event()
-        threading.Thread(target=self._await_ready, args=(parent, self._ready), daemon=True).start()
-
-    def _await_ready(self, sock: socket.socket, event: threading.Event) -> None:
-        try:
-            self._handshake(sock)
-        finally:
-            event.set()
-
-    def _handshake(self, sock: socket.socket) -> None:
-        try:
-            sock.settimeout(_STARTUP_S)
-            info = json.loads(sock.recv(65536) or b"{}")
-        except (OSError, ValueError) as exc:
-            info = {"ok": False, "error": f"no answer within {_STARTUP_S:g} s ({type(exc).__name__})"}
-        with self._lock:
-            if info.get("ok"):
-                self.info = info
-                sock.settimeout(30)
-                log.info("cpu_trainer.zygote_ready", seconds=round(float(info.get("seconds", 0)), 2))
-                return
-            why = str(info.get("error") or f"the zygote exited ({self.stderr_tail()})")
-            self._failures += 1
-            if "setup failed" in why or self._failures >= _FAILURES_BEFORE_GIVING_UP:
-                self._problem = why
-            log.warning("cpu_trainer.zygote_failed", reason=why)
-            self._stop()
-
-    def stderr_tail(self, chars: int = 600) -> str:
-        if self._errlog is None:
-            return ""
-        with contextlib.suppress(OSError, ValueError):
-            self._errlog.seek(0)
-            return self._errlog.read().decode(errors="replace")[-chars:].strip()
-        return ""
-
     async def ensure(self) -> None:
         """Start the zygote if needed and wait until it is ready; :class:`ZygoteUnavailable` if it cannot be."""
-        with self._lock:
-            if self._problem:
-                raise ZygoteUnavailable(self._problem)
-            if self._proc is None or self._proc.poll() is not None:
-                self._stop()
-                self._launch()
-            event = self._ready  # every job that waits for this start-up waits for the same answer
-        await asyncio.to_thread(event.wait, _STARTUP_S + 5)
-        with self._lock:
-            if self._problem:
-                raise ZygoteUnavailable(self._problem)
-            if not self.info or self._proc is None or self._proc.poll() is not None:
-                raise ZygoteUnavailable("the zygote did not start: " + (self.stderr_tail() or "no reason given"))
-
-    def request(self, msg: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        """One request and its reply (blocking: call it through ``asyncio.to_thread``)."""
-        with self._io:
-            sock = self._sock
-            if sock is None:
-                raise ZygoteUnavailable("the zygote is not running")
-            try:
-                socket.send_fds(sock, [json.dumps(msg).encode()], fds or [])
-                data = sock.recv(65536)
-            except OSError as exc:
-                raise ZygoteUnavailable(f"the zygote stopped answering ({exc})") from None
-        if not data:
-            raise ZygoteUnavailable("the zygote exited: " + (self.stderr_tail() or "no reason given"))
-        reply: dict[str, Any] = json.loads(data)
-        return reply
+        await self._ensure(_STARTUP_S)
 
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
-    def _stop(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(5)
-        self.info = {}
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop()
-            if self._errlog is not None:
-                self._errlog.close()
-                self._errlog = None
-        if self.own_spool:
-            shutil.rmtree(self.spool, ignore_errors=True)
 
 
 class WarmChild:

@@ -20,19 +20,25 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
 
 import structlog
 
-from adapters.sandbox import INSIDE, IsolationPlan, child_env, confined_base, copy_regular_files, processes_of
+from adapters.sandbox import (
+    INSIDE,
+    IsolationPlan,
+    ZygoteClient,
+    child_env,
+    confined_base,
+    copy_regular_files,
+    processes_of,
+    tree_cpu_seconds,
+)
+from adapters.sandbox import ZygoteUnavailable as BaseUnavailable
 
 from ._limits import ProbeLimits
 from ._sandbox import DRIVER, Sandbox
@@ -43,29 +49,27 @@ log = structlog.get_logger(__name__)
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 _SPOOL = INSIDE / "spool"
-_FAILURES_BEFORE_GIVING_UP = 2
 
 
-class ZygoteUnavailable(Exception):
+class ZygoteUnavailable(BaseUnavailable):
     """The warm path cannot run this submission; ``str`` says why (the validator falls back to cold)."""
 
 
-class Zygote:
-    """The long-lived sandboxed process that forks confined children; thread-safe, loop-independent."""
+class Zygote(ZygoteClient):
+    """The long-lived sandboxed process that forks confined children; thread-safe, loop-independent.
+
+    Start-up, requests and stop are :class:`adapters.sandbox.ZygoteClient`'s; here: its command line, the
+    start-up time the caller gives (the probe's limits), its own spool, and the CPU time of its tree.
+    """
+
+    unavailable = ZygoteUnavailable
+    events = "probe"
+    errlog_prefix = "ait-zygote-err-"
+    log = log
 
     def __init__(self, plan: IsolationPlan, python: Path) -> None:
-        self.plan = plan
-        self.python = python
-        self.spool = Path(tempfile.mkdtemp(prefix="ait-zygote-"))  # 0700: only root reaches the copies
-        self.info: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the process and its state
-        self._io = threading.Lock()  # one request and its reply at a time on the control socket
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._sock: socket.socket | None = None
-        self._ready = threading.Event()
-        self._problem = ""  # set for good once the warm path proved impossible here
-        self._failures = 0
-        self._errlog: IO[bytes] | None = None
+        # 0700: only root reaches the copies
+        super().__init__(plan, python, Path(tempfile.mkdtemp(prefix="ait-zygote-")), own_spool=True)
 
     def command(self) -> list[str]:
         env = child_env(str(INSIDE / "home"), "/tmp", self.python)
@@ -78,130 +82,16 @@ class Zygote:
         b.args += ["--chdir", "/", "--", str(self.python), "-I", "-B", str(INSIDE / "zygote.py")]
         return b.args
 
-    def _launch(self, startup_s: float) -> None:
-        """Start the process (in the caller's thread: bubblewrap dies with the thread that started it)."""
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        if self._errlog is not None:
-            self._errlog.close()
-        self._errlog = tempfile.TemporaryFile(prefix="ait-zygote-err-")  # noqa: SIM115  (kept while it runs)
-        try:
-            self._proc = subprocess.Popen(
-                self.command(),
-                stdin=child.fileno(),
-                stdout=subprocess.DEVNULL,
-                stderr=self._errlog,
-                env={"PATH": "/usr/bin:/bin"},
-                cwd="/",
-                start_new_session=True,
-            )
-        finally:
-            child.close()
-        self._sock = parent
-        self._ready = threading.Event()
-        threading.Thread(target=self._await_ready, args=(parent, self._ready, startup_s), daemon=True).start()
-
-    def _await_ready(self, sock: socket.socket, event: threading.Event, startup_s: float) -> None:
-        try:
-            sock.settimeout(startup_s)
-            info = json.loads(sock.recv(65536) or b"{}")
-        except (OSError, ValueError) as exc:
-            info = {"ok": False, "error": f"no answer within {startup_s:g} s ({type(exc).__name__})"}
-        with self._lock:
-            if info.get("ok"):
-                self.info = info
-                sock.settimeout(30)
-                log.info("probe.zygote_ready", seconds=round(float(info.get("seconds", 0)), 2))
-            else:
-                why = str(info.get("error") or f"the zygote exited ({self.stderr_tail()})")
-                self._failures += 1
-                if "setup failed" in why or self._failures >= _FAILURES_BEFORE_GIVING_UP:
-                    self._problem = why
-                log.warning("probe.zygote_failed", reason=why)
-                self._stop()
-        event.set()
-
-    def stderr_tail(self, chars: int = 600) -> str:
-        if self._errlog is None:
-            return ""
-        with contextlib.suppress(OSError, ValueError):
-            self._errlog.seek(0)
-            return self._errlog.read().decode(errors="replace")[-chars:].strip()
-        return ""
+    def argv(self) -> list[str]:
+        return self.command()  # the probe's name for it (what a test's capped zygote overrides)
 
     async def ensure(self, startup_s: float) -> None:
         """Start the zygote if needed and wait until it is ready; :class:`ZygoteUnavailable` if it cannot be."""
-        with self._lock:
-            if self._problem:
-                raise ZygoteUnavailable(self._problem)
-            if self._proc is None or self._proc.poll() is not None:
-                self._stop()
-                self._launch(startup_s)
-            event = self._ready
-        await asyncio.to_thread(event.wait, startup_s + 5)
-        with self._lock:
-            if self._problem:
-                raise ZygoteUnavailable(self._problem)
-            if not self.info or self._proc is None or self._proc.poll() is not None:
-                raise ZygoteUnavailable("the zygote did not start: " + (self.stderr_tail() or "no reason given"))
-
-    def request(self, msg: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        """One request and its reply (blocking: call it through ``asyncio.to_thread``)."""
-        with self._io:
-            sock = self._sock
-            if sock is None:
-                raise ZygoteUnavailable("the zygote is not running")
-            try:
-                socket.send_fds(sock, [json.dumps(msg).encode()], fds or [])
-                data = sock.recv(65536)
-            except OSError as exc:
-                raise ZygoteUnavailable(f"the zygote stopped answering ({exc})") from None
-        if not data:
-            raise ZygoteUnavailable("the zygote exited: " + (self.stderr_tail() or "no reason given"))
-        reply: dict[str, Any] = json.loads(data)
-        return reply
-
-    def _stop(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(5)
-        self.info = {}
+        await self._ensure(startup_s)
 
     def cpu_seconds(self) -> float:
         """CPU time of everything the zygote's process tree has run so far (for the benchmark)."""
-        return _tree_cpu(self._proc.pid) if self._proc is not None else 0.0
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop()
-            if self._errlog is not None:
-                self._errlog.close()
-        shutil.rmtree(self.spool, ignore_errors=True)
-
-
-def _tree_cpu(root: int) -> float:
-    """utime+stime of ``root`` and its live descendants, plus what their reaped children used."""
-    tick = os.sysconf("SC_CLK_TCK")
-    kids: dict[int, list[int]] = {}
-    ticks: dict[int, int] = {}
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    with open(f"/proc/{entry.name}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    kids.setdefault(int(fields[1]), []).append(int(entry.name))
-                    ticks[int(entry.name)] = sum(int(x) for x in fields[11:15])
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo += kids.get(pid, [])
-    return total / tick
+        return tree_cpu_seconds(self._proc.pid) if self._proc is not None else 0.0
 
 
 _ZYGOTES: dict[tuple[str, str], Zygote] = {}

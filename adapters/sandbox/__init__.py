@@ -8,7 +8,9 @@
 - :mod:`.child`: the unprivileged uid, the sweep of its processes, the bounded copy of what the child may
   read, and its environment built from nothing;
 - :mod:`.environ`: the allow-listed environment of the processes that are trusted but must not hold API keys
-  (the local pod agent and what it starts).
+  (the local pod agent and what it starts);
+- :mod:`.zygote_client`: the engine side of a zygote (the probe's and the trainer's warm paths): start-up,
+  requests over its control socket, stop; and the CPU time of a process tree.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .isolation import (
     require_confinement,
     unshare_flags,
 )
+from .zygote_client import ZygoteClient, ZygoteUnavailable, tree_cpu_seconds
 
 __all__ = [
     "INSIDE",
@@ -37,6 +40,8 @@ __all__ = [
     "IsolationPlan",
     "Mode",
     "WeakIsolation",
+    "ZygoteClient",
+    "ZygoteUnavailable",
     "child_env",
     "confined_base",
     "copy_regular_files",
@@ -48,5 +53,6 @@ __all__ = [
     "require_confinement",
     "scrubbed_environ",
     "traversable",
+    "tree_cpu_seconds",
     "unshare_flags",
 ]
