@@ -41,6 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["AIT_FUZZ_LONG"] = "1"  # read when the fuzz modules build their hypothesis settings
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores (at most 4, ``--maxprocesses``). Much of the suite waits on
+    child processes (sandboxes, pods, vf-eval, servers), so on 2 cores two workers left a third of the CPU idle;
+    a third worker fills it."""
+    return (os.cpu_count() or 1) + 1
+
+
 def _declared_cost(item: pytest.Item) -> float:
     """A test's declared worst case: its ``timeout`` mark if it is marked slow, else 0."""
     if item.get_closest_marker("slow") is None:
