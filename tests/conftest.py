@@ -59,8 +59,9 @@ def _declared_cost(item: pytest.Item) -> float:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Longest first: pytest-xdist (--dist loadfile --no-loadscope-reorder) hands out files in collection order, so
     # a two-minute file collected last runs alone at the end while the other workers idle. (Without the flag xdist
-    # reorders files by test count, most first, and a one-test two-minute file ran last.) Files holding slow tests go first,
-    # the longest declared first; the many short files then fill in around them. Stable: ties keep their order.
+    # reorders files by test count, most first, and a one-test two-minute file ran last.) Files holding slow tests
+    # go first, the longest declared first; the many short files then fill in around them. Stable: ties keep their
+    # order.
     cost: dict[str, float] = {}
     for item in items:
         cost[item.path.as_posix()] = max(cost.get(item.path.as_posix(), 0.0), _declared_cost(item))
