@@ -8,9 +8,11 @@ the same key on every machine, so the whole suite (and every subprocess that inh
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 # CI shares 2 cores between test processes: input generation and examples may be slow there without being wrong.
@@ -28,6 +30,15 @@ os.environ["AIT_EVAL_KEY_FILE"] = str(TEST_KEY_FILE)
 def _baselines_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # Frozen baselines default to ~/.config/ait/baselines: a test must never read or write the developer's.
     monkeypatch.setenv("AIT_BASELINES_DIR", str(tmp_path_factory.mktemp("baselines")))
+
+
+@pytest.fixture(autouse=True)
+def _structlog_config() -> Iterator[None]:
+    # structlog's config is process-wide: a test (or code it calls) that configures it, e.g. to filter out
+    # warnings, must not change what later tests on the same worker see (capture_logs misses filtered events).
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

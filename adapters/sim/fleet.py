@@ -366,9 +366,14 @@ def _stockouts(records: list[Recorded]) -> Mapping[str, int]:
 def simulate(jobs: Sequence[SimJob], config: SimConfig | None = None) -> SimResult:
     """Run the real dispatcher over ``jobs`` on virtual time and report. SIMULATED: nothing real is touched."""
     cfg = config or SimConfig()
-    # The dispatcher logs every decision; at simulation scale that is noise (and most of the CPU time).
+    # The dispatcher logs every decision; at simulation scale that is noise (and most of the CPU time). The
+    # process-wide config is restored after: a caller's warnings (a torn log tail, say) must still be seen.
+    saved = structlog.get_config()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    with tempfile.TemporaryDirectory(prefix="ait-fleet-sim-") as tmp:
-        run = _Run(jobs, cfg, Path(tmp) / "sim")
-        records, provider, agents, end = run_virtual(run.main)
-        return _result(jobs, cfg, records, provider, agents, end)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ait-fleet-sim-") as tmp:
+            run = _Run(jobs, cfg, Path(tmp) / "sim")
+            records, provider, agents, end = run_virtual(run.main)
+            return _result(jobs, cfg, records, provider, agents, end)
+    finally:
+        structlog.configure(**saved)

@@ -10,8 +10,10 @@ from collections import Counter
 
 import msgspec
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from adapters.sim import (
     PREFIX,
@@ -66,6 +68,17 @@ def test_same_seed_same_run_and_another_seed_another() -> None:
     c = simulate(jobs(60, seed=1), msgspec.structs.replace(cfg, seed=8))
     assert msgspec.json.encode(a) == msgspec.json.encode(b)
     assert msgspec.json.encode(a.trace) != msgspec.json.encode(c.trace)
+
+
+def test_the_simulation_leaves_the_process_log_config_as_it_found_it() -> None:
+    # It silences the dispatcher while it runs; left silenced, a later caller's warnings (a torn log tail
+    # recovered) were filtered out before anything could see them.
+    before = structlog.get_config()
+    with capture_logs() as seen:
+        simulate(jobs(3), config())
+        structlog.get_logger("caller").warning("after.simulate")
+    assert [e["event"] for e in seen if e["event"] == "after.simulate"] == ["after.simulate"]
+    assert structlog.get_config()["wrapper_class"] is before["wrapper_class"]
 
 
 def test_a_simulated_day_takes_seconds_not_a_day() -> None:
