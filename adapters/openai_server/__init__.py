@@ -25,6 +25,7 @@ from ._policies import (
     Policy,
     PolicyError,
     ReferencePolicy,
+    RequestRefused,
     ScriptedPolicy,
 )
 from ._protocol import (
@@ -56,6 +57,7 @@ __all__ = [
     "ReferencePolicy",
     "Reply",
     "RequestError",
+    "RequestRefused",
     "ScriptedPolicy",
     "ServerState",
     "ToolCall",

@@ -1,8 +1,9 @@
 """The aiohttp application: routes, request recording, and the policy call.
 
 Routes: ``POST /v1/chat/completions`` (also without the ``/v1`` prefix), ``GET /v1/models`` and
-``GET /health``. A malformed request gets a 400 in OpenAI's error envelope naming the bad field; a
-policy that cannot answer gets a 500 with its reason. Every well-formed request is recorded (model,
+``GET /health``. A malformed request gets a 400 in OpenAI's error envelope naming the bad field, as does one
+the model cannot serve (a prompt longer than its context: ``context_length_exceeded``); a policy that cannot
+answer gets a 500 with its reason. Every well-formed request is recorded (model,
 messages, tools, sampling params, session id) before the policy sees it; headers are not recorded,
 so an API key can never end up in a recording.
 """
@@ -17,7 +18,7 @@ import structlog
 from aiohttp import web
 
 from ._chunks import ChunkStream, completion_body, error_body, estimate_usage, reply_chunks
-from ._policies import Policy, PolicyError
+from ._policies import Policy, PolicyError, RequestRefused
 from ._protocol import ChatRequest, RequestError, parse_chat_request
 
 __all__ = ["RecordedRequest", "ServerState", "build_app"]
@@ -47,8 +48,10 @@ class ServerState:
 _STATE: web.AppKey[ServerState] = web.AppKey("openai_server_state", ServerState)
 
 
-def _error(status: int, message: str, error_type: str, param: str | None = None) -> web.Response:
-    return web.json_response(error_body(message, error_type, param), status=status)
+def _error(
+    status: int, message: str, error_type: str, param: str | None = None, code: str | None = None
+) -> web.Response:
+    return web.json_response(error_body(message, error_type, param, code), status=status)
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
@@ -62,6 +65,10 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     state.requests.append(RecordedRequest(seq=len(state.requests), path=request.path, request=chat))
     try:
         reply = await state.policy.respond(chat)
+    except RequestRefused as exc:
+        # Not a server fault: a 500 here made clients retry a request that can never succeed.
+        log.warning("openai_server.request_refused", error=str(exc), param=exc.param, code=exc.code)
+        return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
     except PolicyError as exc:
         log.warning("openai_server.policy_error", error=str(exc))
         return _error(500, f"policy could not answer: {exc}", "server_error")

@@ -127,6 +127,6 @@ def completion_body(reply: Reply, completion_id: str, model: str, created: int, 
     }
 
 
-def error_body(message: str, error_type: str, param: str | None = None) -> dict[str, Any]:
+def error_body(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error envelope, which SDKs surface as the exception message."""
-    return {"error": {"message": message, "type": error_type, "param": param, "code": None}}
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

@@ -46,6 +46,17 @@ class PolicyError(RuntimeError):
     """The policy cannot answer this request (unknown task, script exhausted); the server says 500."""
 
 
+class RequestRefused(PolicyError):
+    """The request itself cannot be served by this model (a prompt longer than its context, a sampling value it
+    cannot use): the caller's fault, so the server says 400 as OpenAI does, and a client does not retry it.
+    ``code`` is OpenAI's (``context_length_exceeded``), ``param`` the request field at fault."""
+
+    def __init__(self, message: str, *, param: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
+
+
 class Policy(Protocol):
     async def respond(self, request: ChatRequest) -> Reply: ...
 

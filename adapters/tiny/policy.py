@@ -26,7 +26,7 @@ import msgspec
 import structlog
 import torch
 
-from adapters.openai_server import ChatRequest, PolicyError, Reply, ToolCall, Usage
+from adapters.openai_server import ChatRequest, PolicyError, Reply, RequestRefused, ToolCall, Usage
 
 from .chat import parse_reply, render_prompt
 from .generate import Sample, SamplingParams, generate
@@ -130,7 +130,11 @@ class TinyPolicy:
         max_tokens = request.max_completion_tokens or request.max_tokens or self.default_max_tokens
         room = self.max_context - prompt_len
         if room < 1:
-            raise PolicyError(f"the prompt has {prompt_len} tokens; the context holds {self.max_context}")
+            raise RequestRefused(
+                f"the prompt has {prompt_len} tokens; the context holds {self.max_context}",
+                param="messages",
+                code="context_length_exceeded",
+            )
         seed = request.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,), generator=self._seeds).item())
@@ -142,7 +146,8 @@ class TinyPolicy:
                 seed=seed,
             )
         except ValueError as exc:
-            raise PolicyError(f"bad sampling parameters: {exc}") from None
+            # The message starts with the field: "top_p must be in (0, 1], got 0".
+            raise RequestRefused(f"bad sampling parameters: {exc}", param=str(exc).split()[0]) from None
 
     def _apply_stop(self, sample: Sample, text: str, stops: Sequence[str]) -> tuple[Sample, str]:
         """Cut at the first stop string, as vLLM does: the ids through the token that completes it are

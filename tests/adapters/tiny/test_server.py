@@ -143,8 +143,23 @@ async def test_bad_sampling_parameter_is_an_error_not_a_hang(micro_ckpt):
 
     async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
         resp = await client.post(server.base_url + "/chat/completions", json=_body("x", top_p=0))
-    assert resp.status_code == 500
-    assert "top_p" in resp.json()["error"]["message"]
+    assert resp.status_code == 400  # the caller's fault: a client must not retry it
+    error = resp.json()["error"]
+    assert "top_p" in error["message"] and error["param"] == "top_p" and error["type"] == "invalid_request_error"
+
+
+async def test_a_prompt_longer_than_the_context_is_a_400_naming_the_limit(micro_ckpt):
+    from adapters.tiny.server import TinyServer
+
+    long_prompt = "word " * 4000  # far past any context the tiny models have
+    async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
+        fits = await client.post(server.base_url + "/chat/completions", json=_body("hi", max_tokens=2))
+        resp = await client.post(server.base_url + "/chat/completions", json=_body(long_prompt, max_tokens=2))
+    assert fits.status_code == 200  # the route serves a prompt that fits
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
+    assert "the context holds" in error["message"]
 
 
 @pytest.mark.parametrize("path", ["/tiny/samples", "/tiny/info"])
