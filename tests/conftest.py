@@ -77,6 +77,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         cost[item.path.as_posix()] = max(cost.get(item.path.as_posix(), 0.0), _declared_cost(item))
     items.sort(key=lambda item: -cost[item.path.as_posix()])
+    _check_shared_fixture_groups(items, config.rootpath)
+
+
+# Files that share an expensive session-scoped fixture run on one xdist worker: a session fixture is built once per
+# worker that needs it, and ``--dist loadfile`` alone spread these files over up to three workers, each building
+# the whole fixture again (``probe_runs``: every sandboxed scenario on both probe paths, ~50 s per build on 2 cores).
+SHARED_SESSION_FIXTURES: dict[str, tuple[str, ...]] = {
+    "probe_runs": (
+        "tests/adapters/probe/test_validator.py",
+        "tests/adapters/probe/test_hostile.py",
+    ),
+}
+_SCOPE_OF_FILE = {path: f"[{name}]" for name, paths in SHARED_SESSION_FIXTURES.items() for path in paths}
+
+
+def _check_shared_fixture_groups(items: list[pytest.Item], root: Path) -> None:
+    """A file that starts using a listed fixture without joining its group would silently build it again."""
+    for item in items:
+        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else item.path.as_posix()
+        for name, paths in SHARED_SESSION_FIXTURES.items():
+            if name in getattr(item, "fixturenames", ()) and rel not in paths:
+                raise pytest.UsageError(f"{rel} uses the session fixture {name}: add it to SHARED_SESSION_FIXTURES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFixtureScheduling(LoadFileScheduling):
+        """``loadfile``, except that the files of one SHARED_SESSION_FIXTURES entry form one work unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return _SCOPE_OF_FILE.get(path, path)
+
+    return SharedFixtureScheduling(config, log)  # type: ignore[arg-type]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
