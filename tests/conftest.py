@@ -8,6 +8,7 @@ the same key on every machine, so the whole suite (and every subprocess that inh
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return _SCOPE_OF_FILE.get(path, path)
 
     return SharedFixtureScheduling(config, log)  # type: ignore[arg-type]
+
+
+# The modules loaded when this session finished collecting, if it collected the whole suite (tests/architecture/
+# test_collection.py then reads this instead of collecting the whole suite again in a child process).
+SUITE_COLLECTION_MODULES = pytest.StashKey[frozenset[str]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    here = config.invocation_params.dir
+    whole = [(here / str(a).split("::")[0]).resolve() for a in config.args] == [config.rootpath / "tests"]
+    narrowed = any(config.getoption(o, default=None) for o in ("lf", "ignore", "ignore_glob"))
+    if whole and not narrowed:
+        config.stash[SUITE_COLLECTION_MODULES] = frozenset(sys.modules)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
