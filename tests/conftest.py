@@ -102,7 +102,8 @@ def _check_shared_fixture_groups(items: list[pytest.Item], root: Path) -> None:
                 raise pytest.UsageError(f"{rel} uses the session fixture {name}: add it to SHARED_SESSION_FIXTURES")
 
 
-@pytest.hookimpl(optionalhook=True)
+# tryfirst: xdist's own implementation (registered after this conftest, so called before it) returns the plain one.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     if config.getoption("dist") != "loadfile":
         return None
