@@ -8,6 +8,7 @@ the same key on every machine, so the whole suite (and every subprocess that inh
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         cost[item.path.as_posix()] = max(cost.get(item.path.as_posix(), 0.0), _declared_cost(item))
     items.sort(key=lambda item: -cost[item.path.as_posix()])
+    _check_shared_fixture_groups(items, config.rootpath)
+
+
+# Files that share an expensive session-scoped fixture run on one xdist worker: a session fixture is built once per
+# worker that needs it, and ``--dist loadfile`` alone spread these files over up to three workers, each building
+# the whole fixture again (``probe_runs``: every sandboxed scenario on both probe paths, ~50 s per build on 2 cores).
+SHARED_SESSION_FIXTURES: dict[str, tuple[str, ...]] = {
+    "probe_runs": (
+        "tests/adapters/probe/test_validator.py",
+        "tests/adapters/probe/test_hostile.py",
+    ),
+}
+_SCOPE_OF_FILE = {path: f"[{name}]" for name, paths in SHARED_SESSION_FIXTURES.items() for path in paths}
+
+
+def _check_shared_fixture_groups(items: list[pytest.Item], root: Path) -> None:
+    """A file that starts using a listed fixture without joining its group would silently build it again."""
+    for item in items:
+        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else item.path.as_posix()
+        for name, paths in SHARED_SESSION_FIXTURES.items():
+            if name in getattr(item, "fixturenames", ()) and rel not in paths:
+                raise pytest.UsageError(f"{rel} uses the session fixture {name}: add it to SHARED_SESSION_FIXTURES")
+
+
+# tryfirst: xdist's own implementation (registered after this conftest, so called before it) returns the plain one.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFixtureScheduling(LoadFileScheduling):
+        """``loadfile``, except that the files of one SHARED_SESSION_FIXTURES entry form one work unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return _SCOPE_OF_FILE.get(path, path)
+
+    return SharedFixtureScheduling(config, log)  # type: ignore[arg-type]
+
+
+# The modules loaded when this session finished collecting, if it collected the whole suite (tests/architecture/
+# test_collection.py then reads this instead of collecting the whole suite again in a child process).
+SUITE_COLLECTION_MODULES = pytest.StashKey[frozenset[str]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    here = config.invocation_params.dir
+    whole = [(here / str(a).split("::")[0]).resolve() for a in config.args] == [config.rootpath / "tests"]
+    narrowed = any(config.getoption(o, default=None) for o in ("lf", "ignore", "ignore_glob"))
+    if whole and not narrowed:
+        config.stash[SUITE_COLLECTION_MODULES] = frozenset(sys.modules)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

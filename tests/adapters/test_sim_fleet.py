@@ -328,7 +328,8 @@ def test_benchmark_labels_every_line_simulated(as_json: bool, capsys: pytest.Cap
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_sim.py"
     main = runpy.run_path(str(script))["main"]
-    assert main(["--seeds", "1", "--jobs", "24", "--max-pods", "2"] + (["--json"] if as_json else [])) == 0
+    # Few jobs: what is checked is the labelling of every line, not the figures.
+    assert main(["--seeds", "1", "--jobs", "6", "--max-pods", "2"] + (["--json"] if as_json else [])) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 10
     for line in lines:

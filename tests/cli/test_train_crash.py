@@ -13,32 +13,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli.crash_hook import KILL_ENV
 from engine.log import read_log
 from tests.cli.train_digest import duplicates, trained_digest
+from tests.fakes.ait_process import ROOT, run_ait
 
-ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "examples" / "configs" / "smoke.toml"
-
-
-def _ait(runs: Path, *args: str, kill_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != KILL_ENV}
-    if kill_after is not None:
-        env[KILL_ENV] = str(kill_after)
-    return subprocess.run(
-        [sys.executable, "-m", "cli", "--runs-root", str(runs), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _events(run: Path) -> int:
@@ -62,7 +45,7 @@ def _no_live_pods(runs: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object], int]:
     runs = tmp_path_factory.mktemp("ref")
-    done = _ait(runs, "train", "--config", str(SMOKE), "--run-id", "ref")
+    done = run_ait(runs, "train", "--config", str(SMOKE), "--run-id", "ref")
     assert done.returncode == 0, done.stderr[-3000:]
     digest, data = trained_digest(runs / "ref")
     assert duplicates(runs / "ref") == []
@@ -83,13 +66,13 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(
         at = _events(run) + rng.randrange(1, max(2, ref_events // 3))
         args = ["train", "--config", str(SMOKE), "--run-id", "crash"] if first else ["resume", "crash"]
         first = False
-        proc = _ait(tmp_path, *args, kill_after=at)
+        proc = run_ait(tmp_path, *args, kill_after=at)
         if proc.returncode == 0:
             break  # it finished before reaching the kill point
         assert proc.returncode == -9, (at, proc.returncode, proc.stderr[-3000:])
         kills += 1
     else:
-        proc = _ait(tmp_path, "resume", "crash")
+        proc = run_ait(tmp_path, "resume", "crash")
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert kills >= 1, "no kill landed: the kill points are drawn too late"
     digest, data = trained_digest(run)

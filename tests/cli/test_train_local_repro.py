@@ -14,37 +14,24 @@ Every run is its own ``ait`` process (the killed one must be), all with the same
 from __future__ import annotations
 
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli.crash_hook import KILL_ENV
 from engine.log import read_log
 from events import AgentTurnTaken, LoRAStepApplied, RewardComputed
 from tests.cli.train_digest import duplicates, trained_digest
+from tests.fakes.ait_process import ROOT, run_ait
 
-ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "examples" / "configs" / "replica_smoke.toml"
 
 pytestmark = pytest.mark.slow  # each run loads torch, peft and the tiny agent in a fresh process
 
 
 def _ait(runs: Path, *args: str, kill_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != KILL_ENV}
-    env["OMP_NUM_THREADS"] = "1"  # the same kernels in every run, however many cores the machine has
-    if kill_after is not None:
-        env[KILL_ENV] = str(kill_after)
-    return subprocess.run(
-        [sys.executable, "-m", "cli", "--runs-root", str(runs), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # One torch thread: the same kernels in every run, however many cores the machine has.
+    return run_ait(runs, *args, kill_after=kill_after, threads=1, timeout=300)
 
 
 def _rewards(run: Path) -> list[tuple[str, float]]:

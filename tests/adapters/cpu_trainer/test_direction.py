@@ -1,6 +1,6 @@
 """Does CPU GRPO move the committed tiny model the right way? A reduced-size version of benchmarks/cpu_job.py.
 
-- The reference env (right answer -> 1) on calc_chain, trained on 4 tasks for 5 steps: the model solves
+- The reference env (right answer -> 1) on calc_chain, trained on 4 tasks for 3 steps: the model solves
   more of those tasks than before, sampled with the same seeds (a paired comparison, so most of the
   sampling noise cancels out). The hidden-eval uplift needs more steps than a CI test affords.
 - The reward-everything env: every group scores alike, so there is no gradient; the trainer stops early
@@ -83,9 +83,10 @@ async def test_the_reference_env_raises_the_solve_rate_of_the_tasks_it_trains_on
     env = load_env("family-reference", path=ENVS / "family_reference", config={"family": "calc_chain", "num_tasks": 4})
     probe = [t.data.family_task() for t in env.tasks() for _ in range(8)]  # each training task 8 times, fixed seeds
     before = solved(ckpt, probe)
-    report = await train(ckpt, env, settings(learning_rate=3e-4, max_steps=5, batch_size=32), task_limit=4)
+    # 3 steps: 0.41 -> 0.63 when calibrated (5 steps: 0.69), all three steps update; the bound stays at +0.15.
+    report = await train(ckpt, env, settings(learning_rate=3e-4, max_steps=3, batch_size=32), task_limit=4)
     after = solved(ckpt, probe)
-    assert report.updates >= 4, report
+    assert report.updates == 3, report
     assert after >= before + 0.15, (before, after, [s.batch.reward_mean for s in report.steps])
 
 
@@ -97,10 +98,13 @@ async def test_a_rubric_that_rewards_everything_changes_nothing(ckpt: Any) -> No
     from adapters.tiny.scorer import score_hidden
 
     weights = copy.deepcopy(ckpt.model.state_dict())
-    pre = score_hidden(ckpt, "calc_chain", limit=40, seed=3).score
+    # The weights' bit equality below is the proof; the hidden-eval view needs only a few tasks (the scorer is
+    # deterministic at a fixed seed, so equal weights give an equal score), and two groups of 4 per step show
+    # the flat reward as well as four.
+    pre = score_hidden(ckpt, "calc_chain", limit=8, seed=3).score
     env = load_env("reward-everything", path=ENVS / "reward_everything", config={"family": "calc_chain"})
-    report = await train(ckpt, env, settings(max_steps=6, batch_size=16, group_size=4))
-    post = score_hidden(ckpt, "calc_chain", limit=40, seed=3).score
+    report = await train(ckpt, env, settings(max_steps=6, batch_size=8, group_size=4))
+    post = score_hidden(ckpt, "calc_chain", limit=8, seed=3).score
     assert report.stop_reason == "no_signal" and report.updates == 0
     assert all(s.batch.reward_mean == 1.0 for s in report.steps)  # the rubric's view: perfect
     assert all(torch.equal(weights[k], v) for k, v in ckpt.model.state_dict().items())

@@ -43,15 +43,16 @@ async def test_job_scored_by_real_vf_eval_against_the_standin_vllm(
             env={"UV_CACHE_DIR": str(uv_cache), "STANDIN_VLLM_BASE_SKILL": "0.0"},
         )
     )
-    settings = standin_settings(tmp_path, eval_limit=3, env={"STANDIN_RL_SKILL": "1.0"})
+    # Two tasks per side: each rollout is a harness process, and pre 0 / post 1 reads the same on two.
+    settings = standin_settings(tmp_path, eval_limit=2, env={"STANDIN_RL_SKILL": "1.0"})
     rec = Recorder()
     result = await PrimeRLRunner(settings, scorer=scorer, eval_source=eval_source_for(eval_pkg_root)).run(bundle, rec)
     work = Path(settings.work_root) / bundle.job_id
     assert result.ok, (result.detail, result.log_tail)
     assert (result.pre, result.post) == (0.0, 1.0)
-    assert result.metrics["pre_n"] == 3.0 and result.metrics["post_n"] == 3.0
+    assert result.metrics["pre_n"] == 2.0 and result.metrics["post_n"] == 2.0
     assert result.metrics["post_errored"] == 0.0
-    assert result.sampling == "T=1, max_tokens=1024, max_turns=8, n=3, r=1"
+    assert result.sampling == "T=1, max_tokens=1024, max_turns=8, n=2, r=1"
     # vf-eval asked the adapter's name for "post" and the base's name for "pre", through the LoRA server.
     post_log = (work / "score" / "post" / "vllm.log").read_text()
     assert "model=Qwen/Qwen3-0.6B" in post_log
