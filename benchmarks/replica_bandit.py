@@ -193,7 +193,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 ep = FinishedEpisode(episode_id=eid, task_id=task_id, sampler_version=step, reward=reward, turns=turns)
                 groups.setdefault(task_id, []).append(ep)
             datums = build_batch_datums([EpisodeGroup(task_id=t, episodes=e) for t, e in groups.items()])
-            outcome = await learner.train_step(
+            stepped = await learner.train_step(
                 datums, loss_fn=s["loss"], loss_fn_config=loss_config, learning_rate=s["lr"]
             )
             _state, path = await learner.save(f"step_{step + 1:06d}", with_state=False)
@@ -206,7 +206,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 best_share=sum(lab in table.best for lab in labels) / n,
                 wrong_share=sum(lab.endswith("/wrong") for lab in labels) / n,
                 failures=sum("/" not in lab for lab in labels),
-                loss=float(outcome.metrics["loss:sum"]),
+                loss=float(stepped.metrics["loss:sum"]),
                 seconds=time.perf_counter() - started,
             )
             rows.append(row)
