@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.local_learner.learner import LocalLearner  # noqa: E402
 from adapters.local_learner.lora import lora_state  # noqa: E402
 from adapters.local_learner.sampler import BASE, SamplerPool, turn_seed  # noqa: E402
-from adapters.openai_server import ChatRequest, Reply  # noqa: E402
+from adapters.openai_server import ChatRequest, PolicyError, Reply  # noqa: E402
 from adapters.tiny.agent_play import Played, play  # noqa: E402
 from cli.train_config import RunConfig, load_run_config  # noqa: E402
 from families.spec import TaskSpec, load_spec  # noqa: E402
@@ -100,15 +100,23 @@ class RewardTable:
 
 
 class _Seeded:
-    """The pool, with each request's seed replaced by :func:`turn_seed` of (run seed, episode id, turn)."""
+    """The pool, with each request's seed replaced by :func:`turn_seed` of (run seed, episode id, turn).
+
+    A request the sampler refuses (a conversation longer than the agent's context) ends the episode, as the real
+    harness ends it on a ``PolicyError``: here as a reply without a tool call, so ``play`` stops there."""
 
     def __init__(self, pool: SamplerPool, run_seed: int, episode_id: str) -> None:
         self.pool, self.run_seed, self.episode_id = pool, run_seed, episode_id
+        self.refused = ""
 
     async def respond(self, request: ChatRequest) -> Reply:
         turn = sum(m.role == "assistant" for m in request.messages)
         seeded = msgspec.structs.replace(request, seed=turn_seed(self.run_seed, self.episode_id, turn))
-        return await self.pool.respond(seeded)
+        try:
+            return await self.pool.respond(seeded)
+        except PolicyError as exc:
+            self.refused = str(exc)
+            return Reply(content="")
 
 
 class StepRow(msgspec.Struct, kw_only=True):
