@@ -105,13 +105,16 @@ class _Seeded:
     A request the sampler refuses (a conversation longer than the agent's context) ends the episode, as the real
     harness ends it on a ``PolicyError``: here as a reply without a tool call, so ``play`` stops there."""
 
-    def __init__(self, pool: SamplerPool, run_seed: int, episode_id: str) -> None:
+    def __init__(self, pool: SamplerPool, run_seed: int, episode_id: str, temperature: float) -> None:
         self.pool, self.run_seed, self.episode_id = pool, run_seed, episode_id
+        self.temperature = temperature  # [outer] temperature, as the real LocalPolicy sends it
         self.refused = ""
 
     async def respond(self, request: ChatRequest) -> Reply:
         turn = sum(m.role == "assistant" for m in request.messages)
-        seeded = msgspec.structs.replace(request, seed=turn_seed(self.run_seed, self.episode_id, turn))
+        seeded = msgspec.structs.replace(
+            request, seed=turn_seed(self.run_seed, self.episode_id, turn), temperature=self.temperature
+        )
         try:
             return await self.pool.respond(seeded)
         except PolicyError as exc:
@@ -144,6 +147,7 @@ def settings(args: argparse.Namespace) -> tuple[RunConfig, dict[str, Any]]:
         "steps": args.steps or o.max_steps,
         "rank": o.lora_rank,
         "max_tokens": args.max_tokens or o.max_tokens,
+        "temperature": o.temperature if args.temperature is None else args.temperature,
         "max_turns": cfg.episode.max_turns,
         "families": list(o.families),
         "base_model": o.base_model,
@@ -176,7 +180,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     n_episodes += 1
                     kwargs: dict[str, Any] = {"template_dir": template} if template is not None else {}
                     coro = play(
-                        _Seeded(pool, s["seed"], eid),
+                        _Seeded(pool, s["seed"], eid, s["temperature"]),
                         specs[task.family],
                         seed=0,  # overridden per turn by _Seeded
                         session=eid,
@@ -269,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=0)
     parser.add_argument("--tasks-per-batch", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=None, help="agent sampling ([outer] temperature)")
     parser.add_argument("--no-learn", action="store_true", help="the control: compute each step, apply no update")
     parser.add_argument("--json", type=Path, default=None, help="write the settings, steps and summary here")
     args = parser.parse_args(argv)
