@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.replica_bandit import BANNER, GRID, main
-
 
 @pytest.mark.slow  # two outer steps of the real tiny agent and local learner (2 episodes each)
 def test_two_steps_train_the_lora_on_the_grids_rewards(tmp_path: Path) -> None:
+    # Imported here: the tool imports torch and transformers, which collecting the suite must not load.
+    from benchmarks.replica_bandit import BANNER, GRID, main
+
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["--steps", "2", "--group-size", "2", "--tasks-per-batch", "1", "--json", str(tmp_path / "r.json")])
