@@ -108,7 +108,6 @@ class _Seeded:
     def __init__(self, pool: SamplerPool, run_seed: int, episode_id: str, temperature: float) -> None:
         self.pool, self.run_seed, self.episode_id = pool, run_seed, episode_id
         self.temperature = temperature  # [outer] temperature, as the real LocalPolicy sends it
-        self.refused = ""
 
     async def respond(self, request: ChatRequest) -> Reply:
         turn = sum(m.role == "assistant" for m in request.messages)
@@ -117,8 +116,7 @@ class _Seeded:
         )
         try:
             return await self.pool.respond(seeded)
-        except PolicyError as exc:
-            self.refused = str(exc)
+        except PolicyError:
             return Reply(content="")
 
 
