@@ -115,6 +115,7 @@ async def holdout(
     from cli.train_wiring import make_backend, make_validator
     from engine.progress import progress
     from engine.runtime import Runtime
+    from events import RunFinished
     from handlers.budget.costs_ledger import CostsLedger
     from handlers.budget.prices import load_prices
     from handlers.budget.rules import BudgetGate
@@ -122,6 +123,7 @@ async def holdout(
     from handlers.reward.baselines import given_events
     from handlers.reward.reactor import RewardReactor
     from handlers.run.start import LedgerReactor, open_run
+    from handlers.run.summary import RunSummaryProjection
     from handlers.training import TaskRef
     from views.report.data import collect
 
@@ -129,6 +131,9 @@ async def holdout(
     ledger = CostsLedger(cfg.budget.ledger)
     validator, validator_desc = make_validator(cfg)
     async with Runtime(run_dir, default_projections()) as rt:
+        # A holdout arm reopens a run (run.resumed) to add episodes to it; a run that had finished is marked
+        # finished again after the arm, so its report and `ait watch` do not show a finished run as running.
+        before = rt.state(RunSummaryProjection).status
         rt.start_reactor(RewardReactor(cfg.reward))
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(
@@ -168,6 +173,10 @@ async def holdout(
                             tg.start_soon(one, eid, task)
         finally:
             await backend.aclose()
+        if before.startswith("finished:"):
+            status = before.removeprefix("finished:")
+            arm = f"holdout arm: {n} {family} episodes on sampler v{version}"
+            await rt.emit(RunFinished(status=status, reason=arm))
     data = collect(run_dir)
     rows = [r for r in data.holdout if r.sampler_version == version]
     table = _table(rows)

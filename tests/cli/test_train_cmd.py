@@ -110,6 +110,11 @@ def test_smoke_train_resume_and_holdout(
     assert all(st["episodes"][e].group_id == "holdout-v2" and e not in st["training"].episodes for e in doc["episodes"])
     for e in doc["episodes"]:  # each wrote the triage env, not some other family's
         assert st["episodes"][e].family == "triage" and "env/triage_train/tools.py" in st["episodes"][e].files
+    # The arm reopened the finished run (run.resumed) and marks it finished again: it is not left "running".
+    assert st["run"].resumes == 3 and st["run"].status == "finished:ok"
+    assert main(["--runs-root", runs, "report", "s", "--out", str(tmp_path / "report")]) == 0
+    overview = (tmp_path / "report" / "report.md").read_text()
+    assert "| status | finished:ok |" in overview and "; 2 of them holdout (in no outer step)" in overview
     # --trajectory overrides it for every episode (the base model's arm here): this one writes the calc_chain env.
     traj = str(ROOT / "fixtures" / "trajectories" / "calc_chain_good.json")
     base_arm = ["holdout", "--checkpoint", "base", "--run", "s", "-n", "1", "--trajectory", traj]

@@ -42,6 +42,7 @@ def _overview(d: ReportData) -> list[str]:
     statuses = ", ".join(f"{k} {v}" for k, v in d.episodes_by_status.items())
     ended = [j for j in d.jobs if j.status in ("succeeded", "failed")]
     ok = sum(1 for j in ended if j.status == "succeeded")
+    held_jobs = sum(1 for j in d.jobs if j.holdout)
     kinds = ", ".join(f"{k} {format_usd(v, places=2)}" for k, v in d.spend_by_kind.items())
     trend = f"{d.steps[0].reward:+.3f} → {d.steps[-1].reward:+.3f}" if d.steps else "-"
     unknown = "(not recorded)"
@@ -56,16 +57,26 @@ def _overview(d: ReportData) -> list[str]:
         ["events", format_count(d.events)],
         ["span (UTC)", span],
         ["seed", str(d.seed)],
-        ["episodes finished", f"{eps} ({statuses})" if eps else "0"],
+        ["episodes finished", (f"{eps} ({statuses})" if eps else "0") + _of_them_holdout(d)],
         ["capped episodes", f"{d.capped} (ended by the run or global budget cap; left out of the batches)"],
         ["outer steps collected", str(len(d.steps))],
-        ["inner jobs", f"{len(d.jobs)} queued; {ok} succeeded, {len(ended) - ok} failed; {d.requeues} requeued"],
+        [
+            "inner jobs",
+            f"{len(d.jobs)} queued; {ok} succeeded, {len(ended) - ok} failed; {d.requeues} requeued"
+            + (f"; {held_jobs} of them holdout" if held_jobs else ""),
+        ],
         ["spend", f"{format_usd(d.spend_usd, places=2)} ({kinds})" if kinds else format_usd(d.spend_usd, places=2)],
         ["mean reward, first → last step", trend],
     ]
     if d.unsafe_sandbox:
         rows.insert(1, ["sandbox", f"**UNSAFE: agent code ran without bubblewrap**, {d.unsafe_sandbox}"])
     return _table(["", ""], rows, "ll")
+
+
+def _of_them_holdout(d: ReportData) -> str:
+    """The holdout arms' share of the run's totals: their episodes belong to no outer step."""
+    n = sum(h.episodes for h in d.holdout)
+    return f"; {n} of them holdout (in no outer step)" if n else ""
 
 
 def _reward_rows(steps: Sequence[StepStats]) -> list[list[str]]:

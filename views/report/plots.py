@@ -324,18 +324,22 @@ def choice_share(d: ReportData, path: Path) -> None:
         x = [s.step for s in steps]
         bottom = [0.0] * len(x)
         made = [c for c in [*r.labels, NO_JOB] if any(s.counts.get(c) for s in steps)]
+        best_set = set(r.grid.best) if r.grid is not None else set()
         for label in made:
             share = [100.0 * s.counts.get(label, 0) / s.episodes for s in steps]
             # One colour per choice whatever the run made (the choice module's order), grey for no job.
             color = "#DDDDDD" if label == NO_JOB else _CYCLE[r.labels.index(label) % len(_CYCLE)]
-            ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=label)
+            # The grid's best choices are starred in the legend rather than listed in the line's label: a list
+            # of six choices made the legend wider than the axes it explains.
+            shown = f"{label} *" if label in best_set else label
+            ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=shown)
             bottom = [b + v for b, v in zip(bottom, share, strict=True)]
         if r.grid is not None:
             best = [100.0 * s.best / s.episodes for s in steps]
-            ax.plot(x, best, color="black", marker="o", lw=2, label="grid's best (" + ", ".join(r.grid.best) + ")")
+            ax.plot(x, best, color="black", marker="o", lw=2, label="share of the grid's best (*)")
         ax.set_ylim(0, 112)
         _steps_axis(ax, x)
-        ax.legend(title="choice", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.legend(title="choice", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     ax.set_ylabel("share of the step's episodes (%)")
     ax.set_title("Replica: the agent's choice (base model / rubric) per outer step")
     fig.savefig(path, dpi=_DPI, bbox_inches="tight")
