@@ -375,6 +375,17 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
         "A job adopts a key when its job.toml (read from the job bundle) sets an optional `[prime_rl]` key to a "
         "value other than its default; writing the default, as the template does, does not count.",
         "",
+    ]
+    if d.replica is not None:
+        # The replica's INSTRUCTIONS.md dictates every [prime_rl] line but the model (short max_tokens and seq_len
+        # so a CPU job fits an outer step): every job "adopts" those two keys, which says nothing about the agent.
+        lines += [
+            "A CPU replica run: its template dictates the `[prime_rl]` lines (`max_tokens` and `seq_len` off their "
+            "defaults, so a job fits on a CPU), so every job counts as adopting them; the agent's choices are the "
+            "base model and the rubric package above.",
+            "",
+        ]
+    lines += [
         *_adoption(d),
         "",
     ]

@@ -87,6 +87,8 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     holdout = md.split("## Holdout\n", 1)[1].split("\n## ", 1)[0]
     assert "| triage before | v0 | 3 | +0.210 [" in holdout and "| triage after | v2 | 3 | +0.410 [" in holdout
     assert "| triage after − before |  |  | +0.200 [" in holdout
+    adoption = md.split("## [prime_rl] key adoption\n", 1)[1].split("\n## ", 1)[0]
+    assert "A CPU replica run: its template dictates the `[prime_rl]` lines" in adoption
     rows = choice_share_csv(data.replica).splitlines()
     assert "](choice_share.png)" in markdown(data, ["choice_share.png"])
     assert rows[0] == "step,choice,episodes,share,grid_best" and "1,1.7B/correct,4,1.000000,1" in rows

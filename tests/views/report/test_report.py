@@ -152,6 +152,7 @@ def test_adoption_table_matches_the_bundles(report: Path) -> None:
             assert member is not None
             table = tomllib.loads(member.read().decode())["prime_rl"]
         adopters[e.episode_id] = any(k in ADOPTABLE and v in ADOPTABLE[k] for k, v in table.items())
+    assert "A CPU replica run" not in _section((report / "report.md").read_text(), "[prime_rl] key adoption")
     for row in _rows(_section((report / "report.md").read_text(), "[prime_rl] key adoption")):
         jobs = [e for e in steps[int(row[0])] if e in adopters]
         assert int(row[1]) == len(jobs)
