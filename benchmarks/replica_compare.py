@@ -8,8 +8,12 @@ the run's log and its job bundles). Per arm, the runs are pooled: the episode re
 and last ``k`` outer steps (``k = min(5, steps // 2)``, the report's rule) are concatenated, and the rise is the
 difference of the pooled means with a percentile-bootstrap 95% interval (resampling episodes; seeded). The
 share of the grid's best choices is compared the same way (first ``k`` steps against last ``k``), as a share of
-episodes. Printed as a markdown table; ``--plot`` also draws reward and best-choice share per step, one line
-per run.
+episodes. With control runs, a second table sets the pooled arms side by side: the last ``k`` steps of the
+learning arm against the control's (both start from the same policy, so learning within the first ``k`` steps
+shows there and not in the rise), the first ``k`` (which should not differ), and the learning arm's rise beyond
+the control's (difference in differences, the four sides resampled on their own). Episodes are the unit
+throughout: the interval does not include the spread between seeds. Printed as markdown tables; ``--plot`` also
+draws reward and best-choice share per step, one line per run.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from views.report.data import ReportData, collect  # noqa: E402
-from views.report.replica import Interval, bootstrap_diff, bootstrap_mean  # noqa: E402
+from views.report.replica import Interval, bootstrap_did, bootstrap_diff, bootstrap_mean  # noqa: E402
 
 
 def _fmt(i: Interval | None) -> str:
@@ -37,6 +42,37 @@ def _best_flags(d: ReportData, steps: slice) -> list[float]:
     for s in d.replica.steps[steps]:
         flags += [1.0] * s.best + [0.0] * (s.episodes - s.best)
     return flags
+
+
+class Pooled(NamedTuple):
+    """An arm's episode rewards of its runs' first and last ``k`` steps, concatenated over its runs."""
+
+    first: list[float]
+    last: list[float]
+
+
+def pooled(runs: list[ReportData]) -> Pooled:
+    first: list[float] = []
+    last: list[float] = []
+    for d in runs:
+        if d.replica is not None and d.replica.k:
+            first += d.replica.first_rewards
+            last += d.replica.last_rewards
+    return Pooled(first, last)
+
+
+def against_control(learn: Pooled, control: Pooled) -> list[str]:
+    """The learning arm against the control: the last steps side by side (the arms start from the same policy, so
+    learning that happens within the first ``k`` steps shows here and not in the rise), and the rise beyond the
+    control's (difference in differences)."""
+    if not (learn.first and learn.last and control.first and control.last):
+        return []
+    return [
+        f"| last k steps: learn - control | {_fmt(bootstrap_diff(control.last, learn.last))} |",
+        f"| first k steps: learn - control | {_fmt(bootstrap_diff(control.first, learn.first))} |",
+        "| rise: learn - control (difference in differences) | "
+        f"{_fmt(bootstrap_did(control.first, control.last, learn.first, learn.last))} |",
+    ]
 
 
 def arm_summary(name: str, runs: list[ReportData]) -> list[str]:
@@ -112,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|")
     for line in arm_summary("learn", learn) + arm_summary("control", control):
         print(line)
+    if rows := against_control(pooled(learn), pooled(control)):
+        print("\n| learn against control, pooled (episodes as the unit) | mean [95% CI] (n) |\n|---|---|")
+        for line in rows:
+            print(line)
     if args.plot is not None:
         plot(learn, control, args.plot)
         print(f"\nplot: {args.plot}")

@@ -36,6 +36,12 @@ def test_a_rising_arm_excludes_zero_and_a_flat_control_does_not(tmp_path: Path) 
     # The best share: 2 of 12 episodes per run in the first steps, 10 of 12 in the last.
     assert "0.17 -> 0.83" in rows["learn"]
     assert "+0.000 [" in rows["**control, pooled**"]
+    # Against the control (one run, flat at 0.3): the learning arm starts lower (0.233) and ends higher (0.433), so
+    # its last steps lead by 0.133, and its rise beats the control's by the whole +0.2 (24 + 24 + 12 + 12 episodes).
+    assert "| +0.133 [" in rows["last k steps: learn - control"]
+    assert "| -0.067 [" in rows["first k steps: learn - control"]
+    did = rows["rise: learn - control (difference in differences)"]
+    assert "| +0.200 [" in did and "(n=72)" in did and float(did.split("| +0.200 [")[1].split(",")[0]) > 0
     assert (tmp_path / "compare.png").stat().st_size > 0
 
 
