@@ -21,6 +21,7 @@ from ._base import (
     upcasters_for,
 )
 from .episode import (
+    NOT_RUN,
     AgentTurnTaken,
     CheckResult,
     EpisodeFinalChosen,
@@ -122,6 +123,7 @@ Event = (
 )
 
 __all__ = [
+    "NOT_RUN",
     "AgentTurnTaken",
     "BaselineFrozen",
     "BatchCollected",

@@ -87,12 +87,23 @@ class SubmissionReceived(EventBody, frozen=True, kw_only=True):
 
 
 class CheckResult(EventBody, frozen=True, kw_only=True):
-    """One validation check: its name, whether it passed, and what the agent needs to fix it."""
+    """One validation check: its name, whether it passed, and what the agent needs to fix it.
+
+    A check that could not run because an earlier one failed (job.toml did not parse, the env did not import) is
+    not ok, and its detail starts with :data:`NOT_RUN`: it is not a second mistake of the agent's.
+    """
 
     name: str
     ok: bool
     detail: str = ""
     seconds: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        return self.ok or not self.detail.startswith(NOT_RUN)
+
+
+NOT_RUN = "not run: "
 
 
 @event("submission.validated")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import structlog
 
 from adapters.sandbox import ChildFailure, IsolationPlan, Mode, detect_isolation, require_confinement
-from events import CheckResult
+from events import NOT_RUN, CheckResult
 from families.spec import TaskSpec
 from handlers.episode.job_config import JobConfig, JobConfigError, check_bounds, load_job_config
 from handlers.episode.setup import MIN_TASKS
@@ -174,7 +174,7 @@ class ProbeValidator:
         isolation = ""
         if job is None or path_problem:
             why = "job.toml must parse first" if job is None else "[env].path must name a directory in the workspace"
-            checks += [_check(n, False, f"not run: {why}") for n in CHECK_NAMES[2:]]
+            checks += [_check(n, False, NOT_RUN + why) for n in CHECK_NAMES[2:]]
         else:
             plan = detect_isolation(self.isolation)
             require_confinement(plan, unsafe=self.unsafe_no_sandbox, who="the validation probe")
@@ -238,7 +238,9 @@ class ProbeValidator:
                     checks.append(await self._tools_check(box, spec, left(lim.tools_s), results))
                     checks.append(await self._rubric(box, spec, left(lim.rubric_s), results))
                 else:
-                    checks += [_check(n, False, "not run: the env package must import first") for n in CHECK_NAMES[3:6]]
+                    checks += [
+                        _check(n, False, NOT_RUN + "the env package must import first") for n in CHECK_NAMES[3:6]
+                    ]
             finally:
                 await box.close()
         except ChildFailure as exc:
@@ -247,10 +249,17 @@ class ProbeValidator:
             done = {c.name for c in checks}
             stage = next((n for n in CHECK_NAMES[2:6] if n not in done), None)
             if stage is not None:
-                detail = f"{exc}" + (f"; stderr: {tail}" if tail else "")
+                # The stage the failure is charged to failed: its detail must not read as a check that never ran.
+                why = str(exc)
+                why = (
+                    f"the sandbox ended before this stage: {why.removeprefix(NOT_RUN)}"
+                    if why.startswith(NOT_RUN)
+                    else why
+                )
+                detail = why + (f"; stderr: {tail}" if tail else "")
                 checks.append(_check(stage, False, detail))
             checks += [
-                _check(n, False, f"not run: the {stage} stage failed")
+                _check(n, False, f"{NOT_RUN}the {stage} stage failed")
                 for n in CHECK_NAMES[2:6]
                 if n not in done and n != stage
             ]
@@ -331,7 +340,7 @@ class ProbeValidator:
     async def _rubric(self, box: Sandbox, spec: TaskSpec, limit_s: float, results: dict[str, Any]) -> CheckResult:
         load = results.get("load")
         if not load or not load.get("items"):
-            return _check("rubric", False, "not run: no task loaded (see the tasks check)")
+            return _check("rubric", False, NOT_RUN + "no task loaded (see the tasks check)")
         names = {str(t["name"]) for t in results.get("tools", [])}
         cases = rubric_cases(load, spec.family, names, self.rubric_tasks)
         t = time.monotonic()

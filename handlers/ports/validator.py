@@ -27,9 +27,13 @@ class Validator(Protocol):
 
 def nudge(report: ProbeReport, attempt: int, max_attempts: int) -> str:
     """The tool result of a rejected submit_job: every failed check, then what to do next."""
-    failed = [c for c in report.checks if not c.ok]
+    failed = [c for c in report.checks if not c.ok and c.ran]
     lines = [f"Validation failed (attempt {attempt} of {max_attempts}). Failed checks:"]
     lines += [f"- {c.name}: {c.detail}" for c in failed]
+    # The checks an earlier failure kept from running, on one line: repeating why for each made the reply to a
+    # bad job.toml seven entries long (too long for a small agent's context) for one mistake.
+    if waiting := [c.name for c in report.checks if not c.ran]:
+        lines.append(f"Not run until those pass: {', '.join(waiting)}.")
     left = max_attempts - attempt
     if left > 0:
         lines.append(

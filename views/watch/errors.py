@@ -57,7 +57,9 @@ class ErrorsProjection(Projection[ErrorsState]):
 
     @handles(SubmissionRejected)
     def _rejected(self, s: ErrorsState, e: SubmissionRejected) -> ErrorsState:
-        failed = [c for c in e.checks if not c.ok]
+        # A check an earlier failure kept from running is not a rejection of its own (one bad job.toml counted as
+        # seven).
+        failed = [c for c in e.checks if not c.ok and c.ran]
         for c in failed:
             s.failed_checks[c.name] = s.failed_checks.get(c.name, 0) + 1
         what = "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in failed) or "no check failed"

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.probe import CHECK_NAMES, ProbeValidator
 from families.spec import TaskSpec
+from handlers.ports.validator import nudge
 
 from . import scenarios as sc
 from .conftest import Run
@@ -95,8 +96,13 @@ async def test_unparseable_job_stops_before_the_sandbox(tmp_path, calc_spec: Tas
     job = report.checks[0]
     assert not job.ok and "job.toml:1: not valid TOML" in job.detail  # names the line
     assert all("not run: job.toml must parse first" in c.detail for c in report.checks[2:])
+    assert [c.name for c in report.checks if not c.ran] == list(CHECK_NAMES[2:])
     assert report.isolation == ""  # nothing ran in a sandbox
     assert report.seconds < 5
+    # The agent's reply names the mistake once and the checks it held back on one line (not one entry each).
+    reply = nudge(report, 1, 2).splitlines()
+    assert reply[1].startswith("- job_config: ") and not any(line.startswith("- env_import") for line in reply)
+    assert "Not run until those pass: env_import, tasks, tools, rubric, prime_rl_config." in reply
 
 
 async def test_out_of_bounds_job_and_missing_env_dir_are_reported_together(tmp_path, calc_spec: TaskSpec) -> None:

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events import (
+    NOT_RUN,
     BatchCollected,
     BatchStarted,
     CheckResult,
@@ -111,6 +112,19 @@ def test_errors_keep_the_last_and_count_all() -> None:
     assert len(state.recent) == KEEP and state.recent[-1].subject == f"e{KEEP + 4}#1"
     assert state.counts == {"submission.rejected": KEEP + 5} and state.failed_checks == {"bounds": KEEP + 5}
     assert state.recent[0].message == "bounds: lr too high"
+
+
+def test_a_check_an_earlier_failure_kept_from_running_is_not_counted_as_a_rejection() -> None:
+    checks = [
+        CheckResult(name="job_config", ok=False, detail="job.toml:3: not valid TOML"),
+        CheckResult(name="static_scan", ok=True),
+        *(CheckResult(name=n, ok=False, detail=NOT_RUN + "job.toml must parse first") for n in ("env_import", "tasks")),
+    ]
+    state = ErrorsProjection().fold(
+        recs((0.0, SubmissionRejected(episode_id="e", attempt=1, checks=checks, probe_seconds=0.1)))
+    )
+    assert state.failed_checks == {"job_config": 1}
+    assert state.recent[0].message == "job_config: job.toml:3: not valid TOML"
 
 
 def test_every_dashboard_state_hashes_and_snapshots_like_the_runtime_needs() -> None:
