@@ -8,6 +8,7 @@ the pod's URL) gives each pod the self-check its agent runs before it takes a jo
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,8 @@ class InProcessAgents:
     ) -> None:
         self._trainer = trainer
         self._self_check = self_check
+        # A work directory made here is removed by close(): every simulated worker left one behind in /tmp.
+        self._owned = workdir is None
         self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ait-inproc-agents-"))
         self._token_for_url = token_for_url
         self.cores: dict[str, AgentCore] = {}
@@ -68,6 +71,8 @@ class InProcessAgents:
     async def close(self) -> None:
         for core in self.cores.values():
             await core.close()
+        if self._owned:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     async def health(self, url: str, token: str) -> AgentHealth:
         return self._core(url, token).health()
