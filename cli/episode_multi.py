@@ -1,14 +1,16 @@
 """``ait episode`` on a multi-job task spec: the episode and its jobs side by side, then every job's scores.
 
-The job runner (the local worker, draining the run's queue until it is empty) runs in the background while the
-agent works: whenever one of the episode's jobs has no outcome, a drain runs; the agent's ``wait_for_jobs`` sees
-the outcomes arrive. The command ends when the episode has finished and every job has an outcome (or at once
-after the episode with ``--no-job``), and prints one line per job: its parent, hidden pre/post (the agent never
-saw these), dev pre/post (what it saw), then the reward from the final job.
+The job server (the local worker's dispatcher and one local pod, for the whole episode) runs the jobs in the
+background as the agent queues them; the agent's ``wait_for_jobs`` sees the outcomes arrive. (Without a server,
+as with tests' fakes, the job runner drains the queue whenever one of the episode's jobs has no outcome.) The
+command ends when the episode has finished and every job has an outcome (or at once after the episode with
+``--no-job``), and prints one line per job: its parent, hidden pre/post (the agent never saw these), dev pre/post
+(what it saw), then the reward from the final job.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,15 +90,21 @@ async def run_multi_job_episode(
         f"multi-job spec: up to {limits.max_jobs} jobs, job budget ${limits.budget_usd:g}, wall time {limits.wall_s}s"
     )
     drains = deps.job_runner is not None and not no_job
-    async with anyio.create_task_group() as tg:
-        if drains:
-            tg.start_soon(_drain_jobs, rt, deps, episode_id)
-        outcome = await runner.run(setup)
-        console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
-        write_artifacts(rt.directory / "episodes" / episode_id, outcome, setup.spec.name, deps.ran_on)
-        if not drains:
-            tg.cancel_scope.cancel()
-            console.print(f"jobs queued: {', '.join(outcome.jobs) or 'none'}; not run ({deps.ran_on.get('jobs')})")
+    # One dispatcher (one pod) serves every job of the episode as it is queued, and drains the rest when the
+    # episode ends; without a server (tests' fakes), a drain runs whenever a job is open.
+    server = deps.job_server(rt) if drains and deps.job_server is not None else contextlib.nullcontext()
+    try:
+        async with server, anyio.create_task_group() as tg:
+            if drains and deps.job_server is None:
+                tg.start_soon(_drain_jobs, rt, deps, episode_id)
+            outcome = await runner.run(setup)
+            console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
+            write_artifacts(rt.directory / "episodes" / episode_id, outcome, setup.spec.name, deps.ran_on)
+            if not drains:
+                tg.cancel_scope.cancel()
+                console.print(f"jobs queued: {', '.join(outcome.jobs) or 'none'}; not run ({deps.ran_on.get('jobs')})")
+    except RuntimeError as exc:  # the job server's final drain did not end with every job run
+        console.print(f"[red]{exc}[/red]")
     ep = rt.state(EpisodesProjection)[episode_id]
     for line in job_lines(ep):
         console.print(line)

@@ -6,8 +6,10 @@ sandboxed probe, local subprocess pods running the embedded CPU trainer, and the
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,12 @@ from typing import Any
 from cli.options import EpisodeOptions, WorkerOptions
 from events import BaselineFrozen
 
-__all__ = ["REPO", "EpisodeDeps", "JobRunner", "default_deps", "make_policy"]
+__all__ = ["REPO", "EpisodeDeps", "JobRunner", "JobServer", "default_deps", "make_policy"]
 
 # A job runner drains the run's queue until the given job has an outcome event in the log.
 JobRunner = Callable[[Any, str], Awaitable[None]]
+# A job server runs the run's jobs as they are queued for the duration of its block, then drains the queue.
+JobServer = Callable[[Any], AbstractAsyncContextManager[None]]
 
 
 @dataclass
@@ -30,6 +34,9 @@ class EpisodeDeps:
     job_runner: JobRunner | None  # None: stop after validation
     baselines: list[BaselineFrozen]  # what the run's rewards compare with, as frozen (with n and key)
     ran_on: dict[str, str]  # what each part ran on, printed at the end
+    # A multi-job episode's jobs: one dispatcher (and pod) for the whole episode; None: a drain per open job
+    # through job_runner (tests' fakes)
+    job_server: JobServer | None = None
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,27 +153,43 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
         "baselines": baselines_desc,
     }
 
-    async def run_job(rt: Any, job_id: str) -> None:
+    def local_pods(once: bool) -> tuple[WorkerOptions, Any]:
         from cli.sandbox_opt import trainer_opts
-        from cli.worker_wiring import dispatch, worker_ports
-        from engine.rundir import RunDir
-        from handlers.budget.prices import load_prices
         from handlers.fleet.policy import FleetConfig
 
         options = trainer_opts(args.trainer_options, args.unsafe_no_sandbox, args.trainer)
-        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=options, once=True)
-        config = FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
+        ns = WorkerOptions(provider="local", trainer=args.trainer, trainer_options=options, once=once)
+        return ns, FleetConfig.from_mapping({"max_pods": 1, "ladder": ("local",)}, source="ait episode")
+
+    async def run_job(rt: Any, job_id: str) -> None:
+        from cli.worker_wiring import dispatch, worker_ports
+        from engine.rundir import RunDir
+        from handlers.budget.prices import load_prices
+
+        ns, config = local_pods(once=True)
         run_dir = RunDir(rt.directory)
         async with worker_ports(ns, run_dir, config) as (provider, agent, _where):
             summary = await dispatch(rt, run_dir, ns, config, load_prices(), provider, agent)
         if summary.status != "drained":
             raise RuntimeError(f"job {job_id}: the local worker stopped with {summary.status}: {summary.message}")
 
+    @contextlib.asynccontextmanager
+    async def serve_jobs(rt: Any) -> AsyncIterator[None]:
+        from cli.worker_wiring import dispatcher_running
+
+        ns, config = local_pods(once=False)
+        async with dispatcher_running(rt, ns, config) as serving:
+            yield
+        if serving.final is not None and serving.final.status != "drained":
+            final = serving.final
+            raise RuntimeError(f"the episode's jobs: the local worker stopped with {final.status}: {final.message}")
+
     ran_on["jobs"] = f"not run: {no_job_reason}" if no_job_reason else f"local pod agent, trainer {args.trainer}"
     return EpisodeDeps(
         policy=policy,
         validator=validator,
         job_runner=None if no_job_reason else run_job,
+        job_server=None if no_job_reason else serve_jobs,
         baselines=baselines,
         ran_on=ran_on,
     )

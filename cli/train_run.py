@@ -28,9 +28,8 @@ from cli.sandbox_opt import trainer_opts
 from cli.train_config import RunConfig
 from cli.train_summary import summary_lines
 from cli.train_wiring import make_backend, make_validator
-from cli.worker_wiring import dispatch_ports, worker_ports
+from cli.worker_wiring import dispatcher_running
 from engine.progress import progress
-from engine.rundir import RunDir
 from engine.runtime import Runtime
 from events import BaselineFrozen, RunFinished, RunWiring, SandboxOptedOut
 from handlers.budget.costs_ledger import CostsLedger
@@ -39,7 +38,6 @@ from handlers.budget.rules import BudgetGate
 from handlers.budget.training_cost import OFFLINE_ITEM
 from handlers.durable_ports import DurableLearner
 from handlers.episode.resume import episode_histories
-from handlers.fleet.dispatcher import Dispatcher
 from handlers.registry import default_projections
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.baselines import merge_events
@@ -80,17 +78,11 @@ async def fleet_running(
     """The run's dispatcher on the ``[fleet] provider``'s pods for the duration of the block (the worker's wiring,
     in this process: no ``ait worker`` beside it); then the queued jobs are drained (validated episodes of
     cancelled groups too) and every pod is terminated."""
-    args = _worker_options(cfg, unsafe)
-    rd = RunDir(rt.directory)
-    async with worker_ports(args, rd, cfg.fleet) as (provider, agent, where):
-        ran_on["jobs"] = where
-        ports = dispatch_ports(rt, rd, args, cfg.fleet, load_prices(), provider, agent)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(Dispatcher(rt, ports, cfg.fleet).run)
-            yield
-            tg.cancel_scope.cancel()
-        drained = await Dispatcher(rt, ports, cfg.fleet, once=True).run()
-        ran_on["final drain"] = drained.status
+    async with dispatcher_running(rt, _worker_options(cfg, unsafe), cfg.fleet) as serving:
+        ran_on["jobs"] = serving.where
+        yield
+    assert serving.final is not None
+    ran_on["final drain"] = serving.final.status
 
 
 async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out: SandboxOptedOut | None = None) -> int:

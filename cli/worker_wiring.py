@@ -10,9 +10,11 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 import structlog
 
@@ -23,7 +25,7 @@ from engine.runtime import Runtime
 from handlers.budget.prices import PriceTable, UnknownPrice, load_prices
 from handlers.budget.rules import BudgetGate, BudgetProjection, BudgetState
 from handlers.fleet.context import EvalPackages, Ports, SpecFactory
-from handlers.fleet.dispatcher import DispatcherFatal, DispatchSummary
+from handlers.fleet.dispatcher import Dispatcher, DispatcherFatal, DispatchSummary
 from handlers.fleet.policy import SEED_LADDER, FleetConfig, parse_rung
 from handlers.fleet.projection import FleetProjection
 from handlers.fleet.queue import QueueProjection
@@ -36,10 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_POD_IMAGE",
     "POD_AGENT_COMMAND",
+    "Serving",
     "WorkerSetupError",
     "default_ladder",
     "dispatch",
     "dispatch_ports",
+    "dispatcher_running",
     "fleet_projections",
     "local_command",
     "run_worker",
@@ -267,6 +271,31 @@ def dispatch_ports(
     )
 
 
+@dataclass
+class Serving:
+    """What :func:`dispatcher_running` ran on, and how its final drain ended (set when the block has exited)."""
+
+    where: str
+    final: DispatchSummary | None = None
+
+
+@contextlib.asynccontextmanager
+async def dispatcher_running(rt: Runtime, opts: WorkerOptions, config: FleetConfig) -> AsyncIterator[Serving]:
+    """A long-lived dispatcher on ``opts``' pods for the duration of the block (its pods stay up between jobs,
+    within the idle TTL); then the queued jobs are drained and every pod is terminated. ``ait train`` serves its
+    run's jobs this way, and ``ait episode`` the jobs of a multi-job episode (one pod for all of them, not one each).
+    """
+    run_dir = RunDir(rt.directory)
+    async with worker_ports(opts, run_dir, config) as (provider, agent, where):
+        serving = Serving(where)
+        ports = dispatch_ports(rt, run_dir, opts, config, load_prices(), provider, agent)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Dispatcher(rt, ports, config).run)
+            yield serving
+            tg.cancel_scope.cancel()
+        serving.final = await Dispatcher(rt, ports, config, once=True).run()
+
+
 async def dispatch(
     rt: Runtime,
     run_dir: RunDir,
@@ -277,8 +306,6 @@ async def dispatch(
     agent: PodAgent,
 ) -> DispatchSummary:
     """Run the dispatcher inside an open runtime (whose projections include the queue and the fleet)."""
-    from handlers.fleet.dispatcher import Dispatcher
-
     ports = dispatch_ports(rt, run_dir, opts, config, prices, provider, agent)
     try:
         return await Dispatcher(rt, ports, config, once=opts.once).run()

@@ -32,6 +32,9 @@ def test_two_jobs_the_second_scores_better_and_is_rewarded(tmp_path: Path, capsy
     assert code == 0, out
     result = replay(tmp_path / "m" / "events.jsonl", default_projections())
     assert result.by_type["episode.job_submitted"] == 2 and result.by_type["job.succeeded"] == 2
+    # One local pod served both jobs (it stayed up while the agent read job-1's result and wrote job-2), and it
+    # was terminated when the episode ended.
+    assert result.by_type["pod.requested"] == 1 and result.by_type["pod.terminated"] == 1
     ep = result.states["episodes"]["ep-0"]
     one, two = ep.jobs["ep-0-job-1"], ep.jobs["ep-0-job-2"]
     assert ep.final_job == two.job_id and two.parent_job_id == one.job_id
