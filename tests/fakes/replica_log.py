@@ -12,7 +12,7 @@ import anyio
 from engine.blobs import BlobStore
 from engine.clock import ManualClock
 from engine.runtime import Runtime
-from events import BatchCollected, EpisodeStarted, JobQueued, RewardComputed, RunStarted
+from events import BatchCollected, EpisodeStarted, JobQueued, RewardComputed, RunStarted, RunWiring
 from families.spec import load_spec
 from handlers.episode.bundle import make_bundle
 from handlers.episode.choice import Choice, job_text
@@ -53,18 +53,25 @@ def _reward(episode_id: str, reward: float) -> RewardComputed:
 
 
 def write_replica_log(
-    run: Path, steps: Sequence[tuple[Sequence[Choice], float]] = DEFAULT_STEPS, *, seed: int = 0, holdout: bool = True
+    run: Path,
+    steps: Sequence[tuple[Sequence[Choice], float]] = DEFAULT_STEPS,
+    *,
+    seed: int = 0,
+    holdout: bool = True,
+    learn: bool = True,
 ) -> None:
     """One outer step per ``(choices, reward)`` on calc_chain (episode i of a step gets ``reward + 0.01 * i``),
     and with ``holdout`` a triage holdout arm of 3 episodes on v0 and 3 on v2; every episode queued a job of its
-    choice."""
+    choice. The header records ``[backend] learn`` as ``ait train`` does (false: the control arm)."""
     spec_path = ROOT / "examples" / "replica" / "tasks" / "calc_chain_v1_fast.json"
     spec, spec_json = load_spec(spec_path), spec_path.read_bytes()
     blobs = BlobStore(run / "blobs")
 
     async def write() -> None:
         async with Runtime(run, default_projections(), clock=ManualClock()) as rt:
-            await rt.emit(RunStarted(run_id=run.name, seed=seed, code_version="t"))
+            header = {"command": "train", "config": {"backend": {"kind": "local", "learn": learn}}}
+            await rt.emit(RunStarted(run_id=run.name, seed=seed, code_version="t", config=header))
+            await rt.emit(RunWiring(inner_trainer="cpu", learner_backend="local", provider="local", agent="local"))
 
             async def episode(eid: str, choice: Choice, reward: float, version: int, group: str) -> None:
                 family = "triage" if group.startswith("holdout") else "calc_chain"

@@ -24,7 +24,9 @@ import msgspec
 import structlog
 
 from engine.blobs import BlobStore
-from events import RewardComputed
+from engine.log import LogCorrupted
+from engine.pick import first_record
+from events import RewardComputed, RunStarted
 from handlers.episode.projection import EpisodeState
 from handlers.fleet.policy import gpu_seconds_usd, rung_label
 from handlers.fleet.projection import FleetState
@@ -128,6 +130,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     learner_backend: str = ""
     provider: str = ""
     standin: bool = False  # inner scores made up (stand-in trainer / sim agents): nothing real was measured
+    control: bool = False  # [backend] learn = false: the no-learning control (every step computed, none applied)
     capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
     # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
     episodes: list[EpisodeDetail] = []
@@ -294,6 +297,20 @@ def _grid(path: Path | None) -> tuple[Grid | None, str]:
     return None, "no grid file (benchmarks/replica_grid.py writes examples/replica/grid.json; `ait report --grid`)"
 
 
+def _is_control(log: Path) -> bool:
+    """The run's header (its first record) says ``[backend] learn = false``: a control arm, whose learner backend
+    applies no update (the wiring event names the backend only)."""
+    try:
+        header = first_record(log)
+    except (OSError, LogCorrupted):
+        return False
+    if header is None or not isinstance(header.event, RunStarted):
+        return False
+    config = header.event.config.get("config")
+    backend = config.get("backend") if isinstance(config, dict) else None
+    return isinstance(backend, dict) and backend.get("learn") is False
+
+
 def collect(run_dir: Path | str, *, folder: RunFolder | None = None, grid: Path | None = None) -> ReportData:
     """Read the run at ``run_dir`` (its events.jsonl and blobs/) into :class:`ReportData`; ``grid``: the replica's
     grid JSON (default ``examples/replica/grid.json`` when it exists; a given one that does not fit raises
@@ -391,6 +408,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None, grid: Path 
         learner_backend=st["run"].learner_backend,
         provider=st["run"].provider,
         standin=st["run"].standin,
+        control=_is_control(root / "events.jsonl"),
         capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
         job_trees=job_tree_lines(episodes, BlobStore(root / "blobs")),
         replica=replica,

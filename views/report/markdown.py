@@ -50,7 +50,9 @@ def _overview(d: ReportData) -> list[str]:
         ["inner trainer", (d.inner_trainer or unknown) + (" (STAND-IN: made-up scores)" if d.standin else "")],
         [
             "learner backend",
-            (d.learner_backend or unknown) + (" (learns nothing)" if d.learner_backend == "offline" else ""),
+            (d.learner_backend or unknown)
+            + (" (learns nothing)" if d.learner_backend == "offline" else "")
+            + (" (`learn = false`: the no-learning control, no update applied)" if d.control else ""),
         ],
         ["provider", d.provider or unknown],
         ["status", d.status],

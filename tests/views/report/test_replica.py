@@ -87,6 +87,7 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     holdout = md.split("## Holdout\n", 1)[1].split("\n## ", 1)[0]
     assert "| triage before | v0 | 3 | +0.210 [" in holdout and "| triage after | v2 | 3 | +0.410 [" in holdout
     assert "| triage after − before |  |  | +0.200 [" in holdout
+    assert "| learner backend | local |" in md  # a learning arm; its control says so (below)
     adoption = md.split("## [prime_rl] key adoption\n", 1)[1].split("\n## ", 1)[0]
     assert "A CPU replica run: its template dictates the `[prime_rl]` lines" in adoption
     rows = choice_share_csv(data.replica).splitlines()
@@ -114,3 +115,13 @@ def test_the_choice_plot_draws_shares_and_the_grids_best(tmp_path: Path) -> None
     choice_share(data, tmp_path / "c.png")
     pixels = imread(tmp_path / "c.png")
     assert pixels.shape[1] >= 900 and 0.03 < (pixels[..., :3].mean(axis=2) < 0.9).mean() < 0.8
+
+
+def test_the_control_arm_says_it_applied_no_update(tmp_path: Path) -> None:
+    run = tmp_path / "control"
+    write_replica_log(run, holdout=False, learn=False)
+    data = collect(run, grid=write_grid(tmp_path))
+    assert data.control
+    assert "| learner backend | local (`learn = false`: the no-learning control, no update applied) |" in markdown(
+        data, []
+    )
