@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from cli.episode_wiring import EpisodeDeps
+from cli.episode_wiring import EpisodeDeps, JobsNotDrained
 from engine.runtime import Runtime
 from handlers.episode.job_tools import DONE, agent_id
 from handlers.episode.projection import EpisodesProjection, EpisodeState
@@ -103,7 +103,7 @@ async def run_multi_job_episode(
             if not drains:
                 tg.cancel_scope.cancel()
                 console.print(f"jobs queued: {', '.join(outcome.jobs) or 'none'}; not run ({deps.ran_on.get('jobs')})")
-    except RuntimeError as exc:  # the job server's final drain did not end with every job run
+    except JobsNotDrained as exc:  # the lines below say which jobs have no outcome
         console.print(f"[red]{exc}[/red]")
     ep = rt.state(EpisodesProjection)[episode_id]
     for line in job_lines(ep):

@@ -17,12 +17,16 @@ from typing import Any
 from cli.options import EpisodeOptions, WorkerOptions
 from events import BaselineFrozen
 
-__all__ = ["REPO", "EpisodeDeps", "JobRunner", "JobServer", "default_deps", "make_policy"]
+__all__ = ["REPO", "EpisodeDeps", "JobRunner", "JobServer", "JobsNotDrained", "default_deps", "make_policy"]
 
 # A job runner drains the run's queue until the given job has an outcome event in the log.
 JobRunner = Callable[[Any, str], Awaitable[None]]
 # A job server runs the run's jobs as they are queued for the duration of its block, then drains the queue.
 JobServer = Callable[[Any], AbstractAsyncContextManager[None]]
+
+
+class JobsNotDrained(RuntimeError):
+    """The job server's final drain ended without every queued job run (its status and message say why)."""
 
 
 @dataclass
@@ -182,7 +186,7 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
             yield
         if serving.final is not None and serving.final.status != "drained":
             final = serving.final
-            raise RuntimeError(f"the episode's jobs: the local worker stopped with {final.status}: {final.message}")
+            raise JobsNotDrained(f"the episode's jobs: the local worker stopped with {final.status}: {final.message}")
 
     ran_on["jobs"] = f"not run: {no_job_reason}" if no_job_reason else f"local pod agent, trainer {args.trainer}"
     return EpisodeDeps(
