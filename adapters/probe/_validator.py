@@ -157,7 +157,10 @@ class ProbeValidator:
         env_path = job.env.path if job is not None else "env"
         path_problem = _env_path_problem(workspace, env_path)
         t = time.monotonic()
-        if path_problem:
+        if path_problem and job is None:
+            # The env path is a guess (the default) when job.toml does not parse: no second mistake to report.
+            checks.append(_check("static_scan", False, NOT_RUN + "job.toml must parse first"))
+        elif path_problem:
             checks.append(_check("static_scan", False, path_problem))
         else:
             findings, scanned = scan_env(workspace, env_path)

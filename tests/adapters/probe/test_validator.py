@@ -103,6 +103,15 @@ async def test_unparseable_job_stops_before_the_sandbox(tmp_path, calc_spec: Tas
     reply = nudge(report, 1, 2).splitlines()
     assert reply[1].startswith("- job_config: ") and not any(line.startswith("- env_import") for line in reply)
     assert "Not run until those pass: env_import, tasks, tools, rubric, prime_rl_config." in reply
+    # With no parseable job.toml the env path is the default's guess: where that is not a directory (the replica's
+    # envs/<name> layout), the scan is not run either, not a second rejection.
+    (ws / "env").rename(ws / "envs")
+    report = await ProbeValidator().validate(ws, calc_spec, 2)
+    assert [c.name for c in report.checks if not c.ran] == list(CHECK_NAMES[1:])
+    assert nudge(report, 1, 2).splitlines()[1:3] == [
+        report.checks[0].detail.join(("- job_config: ", "")),
+        "Not run until those pass: static_scan, env_import, tasks, tools, rubric, prime_rl_config.",
+    ]
 
 
 async def test_out_of_bounds_job_and_missing_env_dir_are_reported_together(tmp_path, calc_spec: TaskSpec) -> None:
