@@ -79,6 +79,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         cost[item.path.as_posix()] = max(cost.get(item.path.as_posix(), 0.0), _declared_cost(item))
     items.sort(key=lambda item: -cost[item.path.as_posix()])
     _check_shared_fixture_groups(items, config.rootpath)
+    _unique_node_ids(items)
+
+
+def _unique_node_ids(items: list[pytest.Item]) -> None:
+    """Every test's node id is its own. schemathesis's ``@schema.parametrize()`` names its items
+    ``test[GET /health]``, ... but gives them all the function's node id; pytest-xdist keys tests by node id, so
+    under ``-n`` seven of the pod API's eight operations were never fuzzed and the run still read "passed". The
+    item's name (with its operation) becomes its id, and any other collision stops the run."""
+    for item in items:
+        if "[" in item.name and item.name.endswith("]") and not item.nodeid.endswith("]"):
+            # pytest 9 keeps a node's id as a structured NodeId; the parameters are its ``params``.
+            item._id = item.id.with_params(item.name[item.name.index("[") + 1 : -1])  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    clashes = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    if clashes:
+        raise pytest.UsageError(f"tests sharing a node id (pytest-xdist would run only one of each): {clashes[:5]}")
 
 
 # Files that share an expensive session-scoped fixture run on one xdist worker: a session fixture is built once per
