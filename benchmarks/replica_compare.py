@@ -76,8 +76,6 @@ def against_control(learn: Pooled, control: Pooled) -> list[str]:
 
 
 def arm_summary(name: str, runs: list[ReportData]) -> list[str]:
-    first: list[float] = []
-    last: list[float] = []
     best_first: list[float] = []
     best_last: list[float] = []
     rows = []
@@ -86,8 +84,6 @@ def arm_summary(name: str, runs: list[ReportData]) -> list[str]:
         if r is None or not r.k:
             rows.append(f"| {name} | {d.run_id} | {len(d.steps)} steps: too few for a comparison | | | |")
             continue
-        first += r.first_rewards
-        last += r.last_rewards
         bf, bl = _best_flags(d, slice(0, r.k)), _best_flags(d, slice(-r.k, None))
         best_first += bf
         best_last += bl
@@ -97,6 +93,7 @@ def arm_summary(name: str, runs: list[ReportData]) -> list[str]:
             f"{_fmt(bootstrap_diff(r.first_rewards, r.last_rewards))} | "
             f"{sum(bf) / max(1, len(bf)):.2f} -> {sum(bl) / max(1, len(bl)):.2f} |"
         )
+    first, last = pooled(runs)
     if first and last:
         rows.append(
             f"| **{name}, pooled** | {len(runs)} run(s) | {_fmt(bootstrap_mean(first))} | "
