@@ -69,13 +69,16 @@ class TinyPolicy:
         max_batch: int = 64,
         seed: int = 0,
         default_max_tokens: int = DEFAULT_SERVER_MAX_TOKENS,
-        max_context: int = 2048,
+        max_context: int | None = None,
     ) -> None:
         self.ckpt = ckpt
         self.window_s = window_ms / 1000.0
         self.max_batch = max_batch
         self.default_max_tokens = default_max_tokens
-        self.max_context = max_context
+        # By default the model's own position limit, as vLLM's max_model_len defaults to it: a smaller cap here
+        # refused prompts the model holds (the tiny agent's conversation after one rejected submission is
+        # ~2,100-2,300 tokens, so a 2,048 cap turned the harness's second attempt into an error).
+        self.max_context = max_context if max_context is not None else int(ckpt.model.config.max_position_embeddings)
         self.model_lock = threading.Lock()
         self.samples: dict[tuple[str | None, int], RequestSample] = {}
         self.batch_sizes: list[int] = []  # one entry per generate call (observability, tests)

@@ -151,15 +151,20 @@ async def test_bad_sampling_parameter_is_an_error_not_a_hang(micro_ckpt):
 async def test_a_prompt_longer_than_the_context_is_a_400_naming_the_limit(micro_ckpt):
     from adapters.tiny.server import TinyServer
 
-    long_prompt = "word " * 4000  # far past any context the tiny models have
+    limit = micro_ckpt.model.config.max_position_embeddings  # the server's context is the model's own
     async with TinyServer(micro_ckpt) as server, httpx.AsyncClient(timeout=60) as client:
         fits = await client.post(server.base_url + "/chat/completions", json=_body("hi", max_tokens=2))
-        resp = await client.post(server.base_url + "/chat/completions", json=_body(long_prompt, max_tokens=2))
+        # Past 2,048 (the cap it had, which refused the tiny agent's second attempts) but inside the model.
+        longer = await client.post(server.base_url + "/chat/completions", json=_body("word " * 450, max_tokens=2))
+        resp = await client.post(server.base_url + "/chat/completions", json=_body("word " * limit, max_tokens=2))
     assert fits.status_code == 200  # the route serves a prompt that fits
+    assert longer.status_code == 200, longer.text
+    usage = [json.loads(line[6:]) for line in longer.text.splitlines() if line.startswith("data: {")][-1]["usage"]
+    assert usage["prompt_tokens"] > 2048
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
-    assert "the context holds" in error["message"]
+    assert f"the context holds {limit}" in error["message"]
 
 
 @pytest.mark.parametrize("path", ["/tiny/samples", "/tiny/info"])
