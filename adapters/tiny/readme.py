@@ -87,7 +87,8 @@ def _agent_section(meta: dict[str, Any]) -> list[str]:
         f" once), AdamW lr {s['lr']} (warmup {s['warmup']}, linear decay to 10%); final loss {meta['final_loss']};"
         f" {meta['train_cpu_s']} CPU-s (one torch thread)",
         f"- tasks: {', '.join(meta['tasks'])} ({meta['transcripts']} transcripts of"
-        f" {meta['transcript_tokens']['min']}-{meta['transcript_tokens']['max']} tokens; the context is 2048);"
+        f" {meta['transcript_tokens']['min']}-{meta['transcript_tokens']['max']} tokens; served with the model's"
+        " 4096 positions of context);"
         f" transcripts fingerprint {meta['transcripts_fingerprint']} (tests/adapters/tiny/test_agent.py fails when"
         " the replica's workspace changes under it: rebuild then)",
     ]
