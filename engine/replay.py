@@ -15,8 +15,7 @@ from typing import Any
 
 import msgspec
 
-from events import EventBody, Recorded
-from events.codec import envelope_type
+from events import EventBody
 
 from .derive import Deriver, derivers
 from .effects import EffectsProjection
@@ -74,9 +73,8 @@ def replay(
     scan = scan_log(path, records=False)
     folder = Folder(projs)
     fold_states = [states[p.name] for p in projs]  # the Folder's view; written back below
-    # Counted by the class of each item (one C-level map), named at the end: a fast-path block holds the decoder's
-    # envelopes, one class per event type; a careful-path block holds Recorded, counted by their events' class.
-    by_class: Counter[type[Any]] = Counter()
+    # Counted by event class, named at the end: the Folder counts what it folds; --verify counts here.
+    by_class: Counter[type[EventBody]] = Counter()
     checks = {**derivers(), **(extra_derivers or {})} if verify else {}
     mismatches: list[Mismatch] = []
     verified = 0
@@ -103,21 +101,19 @@ def replay(
                 for i, p in enumerate(projs):
                     fold_states[i] = p.apply(fold_states[i], rec)
                     states[p.name] = fold_states[i]
-        else:
-            folder.fold(block, fold_states)
-        if type(block[0]) is Recorded:
             by_class.update(map(type, map(_event_of, block)))
         else:
-            by_class.update(map(type, block))
+            folder.fold(block, fold_states)
         count += len(block)
         last_seq = block[-1].seq
         if first_ts is None:
             first_ts = block[0].ts
         last_ts = block[-1].ts
+    by_class.update(folder.counts())
     states = {p.name: fold_states[i] for i, p in enumerate(projs)}
     by_type: Counter[str] = Counter()
     for cls, n in by_class.items():
-        by_type[cls.type if issubclass(cls, EventBody) else envelope_type(cls)] += n
+        by_type[cls.type] += n
     return ReplayResult(
         states=states,
         count=count,
