@@ -175,7 +175,13 @@ def test_a_controller_killed_mid_dispatch_resumes_without_losing_or_repeating_a_
     assert Counter(e.job_id for e in evs if isinstance(e, JobSucceeded)) == {"j0": 1, "j1": 1, "j2": 1}
     assert [e for e in evs if isinstance(e, JobRequeued)] == []  # the running jobs were reconciled, not redone
     assert runs_per_job(runs) == {"j0": 1, "j1": 1, "j2": 1}  # no job ran twice on any pod
-    assert len([e for e in evs if isinstance(e, PodRequested)]) == 2  # the surviving pods were adopted
+    requested = [e for e in evs if isinstance(e, PodRequested)]
+    if moment is JobStarted:
+        assert len(requested) == 2  # the surviving pods were adopted
+    else:
+        # Killed just after a pod request was recorded: the pod may not have been created yet (it depends on where
+        # the kill lands), and then the next controller requests another. At most one replacement per request.
+        assert 2 <= len(requested) <= 4, requested
     assert_no_pod_left(runs, "r2")
 
 
