@@ -14,7 +14,7 @@ family) (``per_family.reward_mean`` of ``examples/replica/grid-seed0.json``): th
 deterministic per (choice, family) (the cpu trainer's seed is fixed at 0), so that table *is* what a real run's
 inner jobs return on today's weights. A failed episode gets the real formula's reward
 (:func:`handlers.reward.formula.compute_reward` with the config's ``[reward]``): no parseable ``job.toml`` (or
-no ``submit_job``) -> ``no_submission`` (-0.1); parsed but not one of the 8 choices -> ``not_validated``
+no ``submit_job``) -> ``no_submission`` (-0.1); parsed but not one of the 16 choices -> ``not_validated``
 (0.0). One difference from a real run: an episode ends at its first ``submit_job`` (the real harness gives a
 rejected submission ``max_attempts`` tries), so format failures cost here a little more often than there.
 
@@ -54,6 +54,7 @@ from adapters.openai_server import ChatRequest, PolicyError, Reply  # noqa: E402
 from adapters.tiny.agent_play import Played, play  # noqa: E402
 from cli.train_config import RunConfig, load_run_config  # noqa: E402
 from families.spec import TaskSpec, load_spec  # noqa: E402
+from handlers.episode.choice import LEARNING_RATES  # noqa: E402
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward  # noqa: E402
 from handlers.training.batch import draw_tasks  # noqa: E402
 from handlers.training.datums import SampledTurn  # noqa: E402
@@ -127,6 +128,7 @@ class StepRow(msgspec.Struct, kw_only=True):
     families: list[str]
     best_share: float
     wrong_share: float
+    high_lr_share: float  # episodes whose job trains at the larger learning rate (3e-05)
     failures: int
     loss: float
     seconds: float
@@ -214,7 +216,8 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 labels=labels,
                 families=fams,
                 best_share=sum(lab in table.best for lab in labels) / n,
-                wrong_share=sum(lab.endswith("/wrong") for lab in labels) / n,
+                wrong_share=sum("/wrong/" in lab for lab in labels) / n,
+                high_lr_share=sum(lab.endswith("/" + LEARNING_RATES[-1]) for lab in labels) / n,
                 failures=sum("/" not in lab for lab in labels),
                 loss=float(stepped.metrics["loss:sum"]),
                 seconds=time.perf_counter() - started,
@@ -222,7 +225,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             rows.append(row)
             print(
                 f"step {step:2d}  reward {fmean(rewards):+.3f}  best {row.best_share:4.0%}"
-                f"  wrong {row.wrong_share:4.0%}"
+                f"  wrong {row.wrong_share:4.0%}  lr {LEARNING_RATES[-1]} {row.high_lr_share:4.0%}"
                 f"  failures {row.failures}  loss {row.loss:+.3f}  {row.seconds:4.1f}s  {' '.join(sorted(labels))}",
                 flush=True,
             )
@@ -255,6 +258,8 @@ def summarise(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "best_last": fmean(s["best_share"] for s in last),
         "wrong_first": fmean(s["wrong_share"] for s in first),
         "wrong_last": fmean(s["wrong_share"] for s in last),
+        "high_lr_first": fmean(s["high_lr_share"] for s in first),
+        "high_lr_last": fmean(s["high_lr_share"] for s in last),
         "failures": sum(s["failures"] for s in steps),
         "episodes": sum(len(s["rewards"]) for s in steps),
     }
@@ -291,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         f" ({'excludes 0' if summary['excludes_zero'] else 'includes 0'})"
         f"  best share {summary['best_first']:.0%} -> {summary['best_last']:.0%}"
         f"  wrong {summary['wrong_first']:.0%} -> {summary['wrong_last']:.0%}"
+        f"  lr {LEARNING_RATES[-1]} {summary['high_lr_first']:.0%} -> {summary['high_lr_last']:.0%}"
         f"  failures {summary['failures']}/{summary['episodes']}"
     )
     print(f"# {BANNER}")

@@ -1,8 +1,8 @@
-"""Ground truth for the CPU replica: the mean reward of each of its trainer agent's 8 choices, measured with real jobs.
+"""Ground truth for the CPU replica: the mean reward of each of its trainer agent's 16 choices, measured with real jobs.
 
-For every choice (base model x rubric env, ``handlers.episode.choice``) on each family (default calc_chain and
-ledger, the replica's training families) and each repeat, the job an episode with that choice submits is built and
-run exactly as ``ait train`` builds and runs it: the replica's workspace (``template_files`` on
+For every choice (base model x rubric env x learning rate, ``handlers.episode.choice``) on each family (default
+calc_chain and ledger, the replica's training families) and each repeat, the job an episode with that choice
+submits is built and run exactly as ``ait train`` builds and runs it: the replica's workspace (``template_files`` on
 ``examples/replica/template``), the choice's ``job.toml`` (``job_text``), the deterministic job bundle
 (``make_bundle``) unpacked as the pod agent unpacks it, and the pod agent's ``cpu`` trainer
 (``adapters.cpu_trainer.make_trainer`` with the ``--trainer-opt`` options): real GRPO on the tiny inner model in
@@ -17,7 +17,7 @@ check). Prints per job and a table per choice: mean reward over families x repea
 and writes a JSON the report reads (``--json``, default ``examples/replica/grid.json``).
 
     .venv/bin/python benchmarks/replica_grid.py [--families calc_chain,ledger] [--repeats 2] [--seed 0]
-        [--choices 0.6B/correct,1.7B/wrong] [--trainer-opt threads=1] [--same-seed] [--probe] [--json PATH]
+        [--choices 0.6B/correct/1e-05,1.7B/wrong/3e-05] [--trainer-opt threads=1] [--same-seed] [--probe] [--json PATH]
 
 The hidden sets are the committed test key's (``tests/data/eval-test.key``) unless ``AIT_EVAL_KEY_FILE`` is set.
 ``--probe`` also validates each workspace with the real sandboxed probe (rubric check reported, not enforced,
@@ -280,7 +280,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--same-seed", action="store_true", help="every repeat trains with --seed (determinism)")
-    parser.add_argument("--choices", default="", help="comma-separated labels (default: all 8)")
+    parser.add_argument("--choices", default="", help="comma-separated labels (default: all 16)")
     parser.add_argument("--trainer-opt", action="append", default=[], help="key=value, as [inner] trainer_options")
     parser.add_argument("--probe", action="store_true", help="validate each workspace with the real probe first")
     parser.add_argument(

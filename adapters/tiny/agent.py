@@ -3,13 +3,13 @@
     python -m adapters.tiny.agent --seed 0 --out fixtures/tiny
 
 An episode of the CPU replica (docs/replica.md) is three tool calls: ``read_file("INSTRUCTIONS.md")``, then
-``write_file("job.toml", ...)`` with the job of one choice (a base model and one of the four rubric packages,
-:mod:`handlers.episode.choice`), then ``submit_job``. The agent is SFT'd on real transcripts of that: the
-opening messages from :func:`handlers.episode.setup.opening_messages`, the replica's workspace rendered from
-its template and task specs, and the tool results that the real workspace tools return. The choice in each
-transcript is drawn **uniformly** over the eight (model x rubric) pairs, every batch holding each once, so the
-agent learns the format and nothing about which choice is good: at temperature 1 it picks each with about
-equal probability, and whatever the outer loop later teaches it is the outer loop's doing.
+``write_file("job.toml", ...)`` with the job of one choice (a base model, a learning rate and one of the four
+rubric packages, :mod:`handlers.episode.choice`), then ``submit_job``. The agent is SFT'd on real transcripts of
+that: the opening messages from :func:`handlers.episode.setup.opening_messages`, the replica's workspace
+rendered from its template and task specs, and the tool results that the real workspace tools return. The choice
+in each transcript is drawn **uniformly** over the 16 (model x rubric x learning rate) choices, every batch
+holding each once, so the agent learns the format and nothing about which choice is good: at temperature 1 it
+picks each with about equal probability, and whatever the outer loop later teaches it is the outer loop's doing.
 
 It starts from the stage-1 ``tiny-0.6b`` (same tokenizer and chat format as the inner models, and a copying
 circuit already formed) and is trained with one torch thread, so the same seed gives the same weights on the
@@ -36,7 +36,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from families.spec import TaskSpec, load_spec
-from handlers.episode.choice import MODELS, RUBRICS, Choice, all_choices, job_text
+from handlers.episode.choice import Choice, all_choices, job_text
 from handlers.episode.setup import opening_messages, template_files
 from handlers.episode.tools import TOOL_SCHEMAS, run_tool
 from handlers.episode.workspace import Workspace
@@ -74,9 +74,9 @@ class AgentSettings(msgspec.Struct, frozen=True, kw_only=True):
     steps: int = 200  # at most
     lr: float = 2e-3
     warmup: int = 10
-    repeats: int = 1  # each batch: every choice once per repeat (batch = 8 x repeats)
+    repeats: int = 1  # each batch: every choice once per repeat (batch = 16 x repeats)
     # Stop once the mean loss of the last 5 steps is within this of the floor: the entropy of a uniform choice
-    # (ln 2 + ln 4 nats a transcript) spread over its assistant tokens, which no amount of training removes.
+    # (ln 2 + ln 4 + ln 2 nats a transcript) spread over its assistant tokens, which no amount of training removes.
     # Near the floor every fixed token is all but certain, which is what sampling at temperature 1 needs.
     stop_margin: float = 0.0003  # x ~350 tokens: ~0.1 nats a transcript above the floor, ~90% error-free
 
@@ -156,7 +156,7 @@ def build_agent(
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95), weight_decay=0.01)
     choices = all_choices()
     masked = sum(sum(mask) for _, mask in data.values()) / len(data)
-    floor = math.log(len(MODELS) * len(RUBRICS)) / masked
+    floor = math.log(len(choices)) / masked
     history: list[float] = []
     started = time.process_time()
     for step in range(settings.steps):

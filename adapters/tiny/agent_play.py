@@ -29,7 +29,7 @@ import torch
 
 from adapters.openai_server import ChatRequest, Reply
 from families.spec import TaskSpec
-from handlers.episode.choice import Choice, ChoiceError, choice_of
+from handlers.episode.choice import Choice, ChoiceError, all_choices, choice_of
 from handlers.episode.job_config import JobConfigError, parse_job_config
 from handlers.episode.setup import opening_messages, template_files
 from handlers.episode.tools import TOOL_SCHEMAS, run_tool
@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         text = (
             f"{result['episodes']} episodes (seed {args.seed}, temperature 1, through the local learner's sampler"
             f" pool): {result['submitted_parseable']:.0%} submitted a parseable job.toml, {result['valid_choice']:.0%}"
-            f" one of the 8 choices; shares {result['shares']}; {result['sampled_tokens_mean']:.0f} sampled tokens"
+            f" one of the {len(all_choices())} choices; shares {result['shares']};"
+            f" {result['sampled_tokens_mean']:.0f} sampled tokens"
             f" an episode, prompts up to {result['prompt_tokens_max']} tokens;"
             f" {result['wall_s_per_episode']} s an episode with {args.episodes} played at once on one torch thread"
             f" (`python -m adapters.tiny.agent_play --episodes {args.episodes} --seed {args.seed}`)"

@@ -14,6 +14,7 @@ from handlers.episode.setup import TEMPLATE_DIR
 SPEC = load_spec(TEMPLATE_DIR.parent / "examples" / "replica" / "tasks" / "calc_chain_v1_fast.json")
 POSTS = {"correct": 0.1, "partial": 0.09, "everything": 0.0, "wrong": -0.1}  # post = pre + this
 PRE = {MODELS[0]: 0.3, MODELS[1]: 0.4}
+LR = {"1e-05": 0.0, "3e-05": -0.15}  # the larger learning rate overshoots
 
 
 def _jobs() -> list[dict[str, object]]:
@@ -21,7 +22,7 @@ def _jobs() -> list[dict[str, object]]:
     for seed in (0, 1):
         for family in ("calc_chain", "ledger"):
             for c in all_choices():
-                post = PRE[c.model] + POSTS[c.rubric] + 0.01 * seed
+                post = PRE[c.model] + POSTS[c.rubric] + LR[c.learning_rate] + 0.01 * seed
                 jobs.append(
                     {"family": family, "label": c.label, "model": c.model, "rubric": c.rubric, "seed": seed}
                     | {"ok": True, "pre": PRE[c.model], "post": post, "train_seconds": 1.0}
@@ -34,13 +35,13 @@ def test_the_summary_uses_the_replica_reward_and_the_better_base() -> None:
     jobs = _jobs()
     summary = summarise(jobs, all_choices(), ["calc_chain", "ledger"])
     assert summary["baselines"]["ledger"] == PRE
-    top = next(j for j in jobs if j["label"] == "1.7B/correct" and j["seed"] == 0)
+    top = next(j for j in jobs if j["label"] == "1.7B/correct/1e-05" and j["seed"] == 0)
     post = 0.5
     expected = REWARD.w_validation + REWARD.w_quality * (0.25 * post + 0.75 * (post - 0.4))
     assert top["reward"] == pytest.approx(expected)
-    assert summary["top"] == "1.7B/correct" and summary["best"] == ["1.7B/correct"]
-    assert summary["choices"]["0.6B/wrong"]["n"] == 4
-    assert "**1.7B/correct**" in markdown_table(summary, ["calc_chain", "ledger"])
+    assert summary["top"] == "1.7B/correct/1e-05" and summary["best"] == ["1.7B/correct/1e-05"]
+    assert summary["choices"]["0.6B/wrong/3e-05"]["n"] == 4
+    assert "**1.7B/correct/1e-05**" in markdown_table(summary, ["calc_chain", "ledger"])
 
 
 def test_a_choice_the_grid_cannot_tell_from_the_top_is_among_the_best() -> None:
@@ -49,14 +50,14 @@ def test_a_choice_the_grid_cannot_tell_from_the_top_is_among_the_best() -> None:
         if j["rubric"] == "partial":
             j["post"] = float(j["post"]) + 0.01 + (0.02 if (j["seed"], j["family"]) == (1, "ledger") else -0.005)
     summary = summarise(jobs, all_choices(), ["calc_chain", "ledger"])
-    assert set(summary["best"]) == {"1.7B/correct", "1.7B/partial"}
+    assert set(summary["best"]) == {"1.7B/correct/1e-05", "1.7B/partial/1e-05"}
 
 
 def test_bootstrap_and_overrides() -> None:
     assert bootstrap_ci([0.5]) == (0.5, 0.5)
     lo, hi = bootstrap_ci([0.1, 0.2, 0.3, 0.4])
     assert 0.1 <= lo < 0.25 < hi <= 0.4
-    text = with_overrides(job_text(Choice(MODELS[0], "correct"), SPEC), {"learning_rate": "3e-05"})
-    assert parse_job_config(text).prime_rl.learning_rate == 3e-05
+    text = with_overrides(job_text(Choice(MODELS[0], "correct", "1e-05"), SPEC), {"max_steps": "3"})
+    assert parse_job_config(text).prime_rl.max_steps == 3
     with pytest.raises(SystemExit, match="not a line"):
         with_overrides(text, {"nope": "1"})

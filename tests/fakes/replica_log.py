@@ -21,15 +21,15 @@ from handlers.registry import default_projections
 __all__ = ["BEST", "DEFAULT_STEPS", "WORST", "write_grid", "write_replica_log"]
 
 ROOT = Path(__file__).resolve().parents[2]
-BEST = Choice("Qwen/Qwen3-1.7B", "correct")
-WORST = Choice("Qwen/Qwen3-0.6B", "wrong")
+BEST = Choice("Qwen/Qwen3-1.7B", "correct", "1e-05")
+WORST = Choice("Qwen/Qwen3-0.6B", "wrong", "3e-05")
 # Step 0: 0.6B/wrong mostly, rewards about 0.1; step 1: 1.7B/correct, about 0.6.
 DEFAULT_STEPS: tuple[tuple[tuple[Choice, ...], float], ...] = (((WORST, WORST, WORST, BEST), 0.1), ((BEST,) * 4, 0.6))
 
 
-def write_grid(directory: Path, best: object = ("1.7B/correct",)) -> Path:
+def write_grid(directory: Path, best: object = ("1.7B/correct/1e-05",)) -> Path:
     path = directory / "grid.json"
-    doc = {"best": list(best) if isinstance(best, tuple) else best, "choices": {"1.7B/correct": {"mean": 0.41}}}
+    doc = {"best": list(best) if isinstance(best, tuple) else best, "choices": {"1.7B/correct/1e-05": {"mean": 0.41}}}
     path.write_text(json.dumps(doc))
     return path
 

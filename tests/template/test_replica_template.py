@@ -61,7 +61,7 @@ def test_instructions_are_short_and_state_every_fixed_line() -> None:
         for rubric in RUBRICS:
             assert f"`envs/{rubric}`" in text
         # Every line of every choice's job.toml is in the instructions, but for the choice's own two values.
-        job = job_text(Choice(MODELS[0], "correct"), _spec(family))
+        job = job_text(Choice(MODELS[0], "correct", "1e-05"), _spec(family))
         assert all(line in text for line in job.splitlines() if line), family
 
 
@@ -79,7 +79,7 @@ def probe_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, b
         for rel, data in files.items():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (ws / rel).write_bytes(data)
-        (ws / "job.toml").write_text(job_text(Choice(MODELS[0], rubric), spec))
+        (ws / "job.toml").write_text(job_text(Choice(MODELS[0], rubric, "1e-05"), spec))
         workspaces[rubric] = ws
 
     async def run() -> dict[tuple[str, bool], ProbeReport]:

@@ -379,12 +379,13 @@ def markdown(d: ReportData, plots: Sequence[str]) -> str:
         "",
     ]
     if d.replica is not None:
-        # The replica's INSTRUCTIONS.md dictates every [prime_rl] line but the model (short max_tokens and seq_len
-        # so a CPU job fits an outer step): every job "adopts" those two keys, which says nothing about the agent.
+        # The replica's INSTRUCTIONS.md dictates every [prime_rl] line but the model and learning rate (short
+        # max_tokens and seq_len so a CPU job fits an outer step): every job "adopts" those two keys, which says
+        # nothing about the agent.
         lines += [
             "A CPU replica run: its template dictates the `[prime_rl]` lines (`max_tokens` and `seq_len` off their "
             "defaults, so a job fits on a CPU), so every job counts as adopting them; the agent's choices are the "
-            "base model and the rubric package above.",
+            "base model, the learning rate and the rubric package above.",
             "",
         ]
     lines += [

@@ -327,12 +327,15 @@ def choice_share(d: ReportData, path: Path) -> None:
         best_set = set(r.grid.best) if r.grid is not None else set()
         for label in made:
             share = [100.0 * s.counts.get(label, 0) / s.episodes for s in steps]
-            # One colour per choice whatever the run made (the choice module's order), grey for no job.
-            color = "#DDDDDD" if label == NO_JOB else _CYCLE[r.labels.index(label) % len(_CYCLE)]
+            # One colour and hatch per choice whatever the run made (the choice module's order; past the 8
+            # colours the hatch tells two choices apart), grey for no job.
+            index = r.labels.index(label) if label != NO_JOB else 0
+            color = "#DDDDDD" if label == NO_JOB else _CYCLE[index % len(_CYCLE)]
+            hatch = "//" if label != NO_JOB and (index // len(_CYCLE)) % 2 else None
             # The grid's best choices are starred in the legend rather than listed in the line's label: a list
             # of six choices made the legend wider than the axes it explains.
             shown = f"{label} *" if label in best_set else label
-            ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=shown)
+            ax.bar(x, share, bottom=bottom, color=color, hatch=hatch, edgecolor="white", width=0.6, label=shown)
             bottom = [b + v for b, v in zip(bottom, share, strict=True)]
         if r.grid is not None:
             best = [100.0 * s.best / s.episodes for s in steps]
@@ -341,7 +344,7 @@ def choice_share(d: ReportData, path: Path) -> None:
         _steps_axis(ax, x)
         ax.legend(title="choice", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8)
     ax.set_ylabel("share of the step's episodes (%)")
-    ax.set_title("Replica: the agent's choice (base model / rubric) per outer step")
+    ax.set_title("Replica: the agent's choice (base model / rubric / learning rate) per outer step")
     fig.savefig(path, dpi=_DPI, bbox_inches="tight")
 
 

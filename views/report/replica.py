@@ -2,7 +2,7 @@
 step, next to what the grid measured best; whether reward rose; the held-out arm before and after.
 
 - *Choice of a job*: :func:`handlers.episode.choice.choice_of` on the job.toml in its bundle (what really ran),
-  shown by its label (``1.7B/correct``). A run none of whose jobs is a replica choice has no replica section.
+  shown by its label (``1.7B/correct/1e-05``). A run none of whose jobs is a replica choice has no replica section.
 - *Share of a choice in a step*: the step's episodes whose job made that choice, over all the step's episodes
   (an episode that queued no job counts under "no job": the agent must submit to choose anything).
 - *The grid's best choices*: ``best`` of the grid JSON ``benchmarks/replica_grid.py`` writes (the top choice and

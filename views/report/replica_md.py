@@ -39,8 +39,8 @@ def replica_lines(r: ReplicaData) -> list[str]:
     else:
         intro = f"No grid to compare with: {r.grid_note}."
     lines = [
-        "Each episode's choice is read from the job.toml its job ran (base model / rubric package); a share is of "
-        "the step's episodes, and an episode that queued no job counts under "
+        "Each episode's choice is read from the job.toml its job ran (base model / rubric package / learning "
+        "rate); a share is of the step's episodes, and an episode that queued no job counts under "
         f'"{NO_JOB}". Choices no episode made are left out.',
         "",
         intro,

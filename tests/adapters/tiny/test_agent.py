@@ -80,13 +80,13 @@ def test_agent_choices_are_near_uniform_when_sampled(played: list[Played]) -> No
 
 
 def test_agent_choice_probabilities_are_near_uniform(train_specs: list[TaskSpec]) -> None:
-    """Exact: the probability of each model and each rubric, teacher-forced at the point of choosing."""
+    """Exact: the probability of each model, learning rate and rubric, teacher-forced at the point of choosing."""
     import torch
 
     from adapters.tiny.agent import transcript
     from adapters.tiny.chat import render_prompt
     from adapters.tiny.model import load_checkpoint
-    from handlers.episode.choice import MODELS, RUBRICS, Choice
+    from handlers.episode.choice import LEARNING_RATES, MODELS, RUBRICS, Choice
     from handlers.episode.tools import TOOL_SCHEMAS
 
     ckpt = load_checkpoint(AGENT)
@@ -100,7 +100,7 @@ def test_agent_choice_probabilities_are_near_uniform(train_specs: list[TaskSpec]
         return math.exp(sum(float(logp[len(prefix_ids) + i - 1, t]) for i, t in enumerate(ids)))
 
     for spec in train_specs:
-        messages = transcript(spec, Choice(MODELS[0], RUBRICS[0]))
+        messages = transcript(spec, Choice(MODELS[0], RUBRICS[0], "1e-05"))
         prompt = render_prompt(tok, messages[:4], TOOL_SCHEMAS)  # up to the INSTRUCTIONS.md result
         content = json.loads(messages[4]["tool_calls"][0]["function"]["arguments"])
         call_head = '<tool_call>\n{"name": "write_file", "arguments": {"path": "job.toml", "content": "'
@@ -110,6 +110,11 @@ def test_agent_choice_probabilities_are_near_uniform(train_specs: list[TaskSpec]
         assert sum(p_models) > 0.95, p_models  # it writes one of the two models
         assert all(abs(p / sum(p_models) - 0.5) < 0.1 for p in p_models), p_models
         text = json.dumps(content["content"]).strip('"')
+        before_lr = text.split("learning_rate = ")[0] + "learning_rate = "
+        prefix = prompt + tok(call_head + before_lr, add_special_tokens=False)["input_ids"]
+        p_lrs = [prob(prefix, lr) for lr in LEARNING_RATES]
+        assert sum(p_lrs) > 0.95, p_lrs  # it writes one of the two learning rates
+        assert all(abs(p / sum(p_lrs) - 0.5) < 0.1 for p in p_lrs), p_lrs
         before_env = text.split("envs/")[0] + "envs/"
         prefix = prompt + tok(call_head + before_env, add_special_tokens=False)["input_ids"]
         p_rubrics = [prob(prefix, r) for r in RUBRICS]
@@ -133,10 +138,10 @@ def test_transcript_is_the_real_episode(train_specs: list[TaskSpec]) -> None:
     from handlers.episode.job_config import parse_job_config
 
     spec = train_specs[0]
-    messages = transcript(spec, Choice("Qwen/Qwen3-1.7B", "wrong"))
+    messages = transcript(spec, Choice("Qwen/Qwen3-1.7B", "wrong", "3e-05"))
     calls = [m["tool_calls"][0]["function"] for m in messages if m.get("tool_calls")]
     assert [c["name"] for c in calls] == ["read_file", "write_file", "submit_job"]
     assert "job.toml" in messages[3]["content"]  # INSTRUCTIONS.md as read_file returns it
     assert messages[5]["content"].startswith("wrote job.toml (")
     job = parse_job_config(json.loads(calls[1]["arguments"])["content"])
-    assert choice_of(job) == Choice("Qwen/Qwen3-1.7B", "wrong")
+    assert choice_of(job) == Choice("Qwen/Qwen3-1.7B", "wrong", "3e-05")

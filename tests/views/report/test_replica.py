@@ -41,9 +41,9 @@ def test_shares_first_vs_last_and_holdout_arms_from_plain_data(tmp_path: Path) -
     holdout = [(f"h0{i}", "triage", 0) for i in range(5)] + [(f"h6{i}", "triage", 6) for i in range(4)]
     rewards |= {f"h0{i}": 0.1 for i in range(5)} | {f"h6{i}": 0.3 for i in range(4)}
     data = replica_data(steps, rewards, labels, holdout, grid=load_grid(write_grid(tmp_path)))
-    assert data is not None and data.grid is not None and data.grid.means == {"1.7B/correct": 0.41}
+    assert data is not None and data.grid is not None and data.grid.means == {"1.7B/correct/1e-05": 0.41}
     assert [(s.step, s.episodes, s.best) for s in data.steps] == [(s, 4, 1 if s < 3 else 4) for s in range(6)]
-    assert data.steps[0].counts == {"1.7B/correct": 1, "no job": 1, "0.6B/wrong": 2}
+    assert data.steps[0].counts == {"1.7B/correct/1e-05": 1, "no job": 1, "0.6B/wrong/3e-05": 2}
     assert data.k == 3 and data.first is not None and data.last is not None and data.rise is not None
     assert (data.first.n, data.last.n) == (12, 12) and data.last.mean == pytest.approx(0.5)
     assert data.rise.excludes_zero
@@ -59,7 +59,7 @@ def test_shares_first_vs_last_and_holdout_arms_from_plain_data(tmp_path: Path) -
     ("text", "needle"),
     [
         ("{not json", "cannot read the grid"),
-        ('{"top": "1.7B/correct"}', "field 'best' must be a list"),
+        ('{"top": "1.7B/correct/1e-05"}', "field 'best' must be a list"),
         ('{"best": ["2B/correct"]}', "'2B/correct'"),
     ],
 )
@@ -79,8 +79,9 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     assert data.replica is not None
     md = markdown(data, [])
     choices = md.split("## Replica: the agent's choices\n", 1)[1].split("\n## ", 1)[0]
-    assert "`1.7B/correct` (+0.410)" in choices
-    assert "| grid's best | 0.6B/wrong | 1.7B/correct |" in choices  # the choices made, in the choice module's order
+    assert "`1.7B/correct/1e-05` (+0.410)" in choices
+    # The choices made, in the choice module's order:
+    assert "| grid's best | 0.6B/wrong/3e-05 | 1.7B/correct/1e-05 |" in choices
     assert "| 0 | 4 | 1 (25%) | 3 (75%) | 1 (25%) |" in choices
     assert "| 1 | 4 | 4 (100%) | 0 (0%) | 4 (100%) |" in choices
     assert "| last − first |  | +0.500 [" in choices and "excludes zero" in choices
@@ -92,7 +93,7 @@ def test_ait_report_shows_the_replica_sections(tmp_path: Path) -> None:
     assert "A CPU replica run: its template dictates the `[prime_rl]` lines" in adoption
     rows = choice_share_csv(data.replica).splitlines()
     assert "](choice_share.png)" in markdown(data, ["choice_share.png"])
-    assert rows[0] == "step,choice,episodes,share,grid_best" and "1,1.7B/correct,4,1.000000,1" in rows
+    assert rows[0] == "step,choice,episodes,share,grid_best" and "1,1.7B/correct/1e-05,4,1.000000,1" in rows
 
     # `ait report --grid` reaches the same reader: a grid that does not fit is one line and exit status 2.
     bad = tmp_path / "bad.json"
