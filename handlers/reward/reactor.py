@@ -22,6 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from engine.runtime import Runtime
 from events import BaselineFrozen, EpisodeFinished, EventBody, JobFailed, JobSucceeded, Recorded, RewardComputed
 from handlers.episode.projection import EpisodesProjection, EpisodeState, owner_of
+from handlers.fleet.queue import QueueProjection
 from handlers.reward.baseline_projection import BaselinesProjection, best_pre
 from handlers.reward.formula import RewardConfig, RewardInputs, compute_reward
 from handlers.reward.multi import is_multi, multi_inputs
@@ -69,6 +70,20 @@ def mismatched_n(job: JobSucceeded, baseline_n: dict[str, int]) -> str:
     )
 
 
+def _episode_of(rt: Runtime, job_id: str) -> EpisodeState | None:
+    """The episode that queued ``job_id``, from the queue's record of it (``job.queued`` names its episode).
+
+    A lookup, not a scan: visiting every episode for each job outcome made a long run's rewards (and a resume's
+    catch-up) quadratic in its episodes. A job the queue does not know (never queued) has no episode. A runtime
+    without the queue projection (a test's harness, a tool's) is scanned, as before."""
+    episodes: dict[str, EpisodeState] = rt.state(EpisodesProjection)
+    queue = rt.states.get(QueueProjection.name)
+    if queue is None:
+        return owner_of(episodes, job_id) or next((e for e in episodes.values() if e.job_id == job_id), None)
+    entry = queue.jobs.get(job_id)
+    return episodes.get(entry.episode_id) if entry is not None else None
+
+
 class RewardReactor:
     """Run with ``runtime.start_reactor(RewardReactor(config))``."""
 
@@ -105,13 +120,10 @@ class RewardReactor:
             await self._reward_job(rt, ev)
 
     async def _reward_job(self, rt: Runtime, job: JobSucceeded | JobFailed) -> None:
-        episodes: dict[str, EpisodeState] = rt.state(EpisodesProjection)
-        multi = owner_of(episodes, job.job_id)
-        if multi is not None:
-            await self._reward_multi(rt, multi.episode_id)
-            return
-        owner = next((e for e in episodes.values() if e.job_id == job.job_id), None)
-        if owner is not None:
+        owner = _episode_of(rt, job.job_id)
+        if owner is not None and job.job_id in owner.jobs:
+            await self._reward_multi(rt, owner.episode_id)
+        elif owner is not None and owner.job_id == job.job_id:
             await self._reward(rt, owner.episode_id, job)
 
     async def _reward_multi(self, rt: Runtime, episode_id: str) -> None:
