@@ -210,15 +210,16 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             )
             _state, path = await learner.save(f"step_{step + 1:06d}", with_state=False)
             n = len(rewards)
+            choices = [p.choice for p in played]  # None: the episode made no valid choice (a failure)
             row = StepRow(
                 step=step,
                 rewards=rewards,
                 labels=labels,
                 families=fams,
                 best_share=sum(lab in table.best for lab in labels) / n,
-                wrong_share=sum("/wrong/" in lab for lab in labels) / n,
-                high_lr_share=sum(lab.endswith("/" + LEARNING_RATES[-1]) for lab in labels) / n,
-                failures=sum("/" not in lab for lab in labels),
+                wrong_share=sum(c is not None and c.rubric == "wrong" for c in choices) / n,
+                high_lr_share=sum(c is not None and c.learning_rate == LEARNING_RATES[-1] for c in choices) / n,
+                failures=sum(c is None for c in choices),
                 loss=float(stepped.metrics["loss:sum"]),
                 seconds=time.perf_counter() - started,
             )

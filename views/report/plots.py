@@ -329,9 +329,10 @@ def choice_share(d: ReportData, path: Path) -> None:
             share = [100.0 * s.counts.get(label, 0) / s.episodes for s in steps]
             # One colour and hatch per choice whatever the run made (the choice module's order; past the 8
             # colours the hatch tells two choices apart), grey for no job.
-            index = r.labels.index(label) if label != NO_JOB else 0
-            color = "#DDDDDD" if label == NO_JOB else _CYCLE[index % len(_CYCLE)]
-            hatch = "//" if label != NO_JOB and (index // len(_CYCLE)) % 2 else None
+            color, hatch = "#DDDDDD", None
+            if label != NO_JOB:
+                index = r.labels.index(label)
+                color, hatch = _CYCLE[index % len(_CYCLE)], ("//" if (index // len(_CYCLE)) % 2 else None)
             # The grid's best choices are starred in the legend rather than listed in the line's label: a list
             # of six choices made the legend wider than the axes it explains.
             shown = f"{label} *" if label in best_set else label
