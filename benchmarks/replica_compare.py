@@ -1,7 +1,12 @@
 """Compare CPU replica runs: learning runs (several seeds) against no-learning control runs (issue 19).
 
     python benchmarks/replica_compare.py --learn runs/replica-s0 runs/replica-s1 \\
-        --control runs/replica-control-s0 [--grid examples/replica/grid.json] [--plot docs/img/replica.png]
+        --control runs/replica-control-s0 [--grid examples/replica/grid.json] [--plot docs/img/replica.png] \\
+        [--save examples/replica/runs]
+
+A run is a run directory or a summary JSON that ``--save`` wrote (``<run id>.json``: the run's report data
+without its per-job and per-episode detail). Saved summaries let the tables and the plot be redrawn from the
+repository after the runs' directories are gone (a real run takes half an hour).
 
 Each run is read the way ``ait report`` reads it (:func:`views.report.data.collect`: the real projections over
 the run's log and its job bundles). Per arm, the runs are pooled: the episode rewards of each run's first ``k``
@@ -26,6 +31,8 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+import msgspec  # noqa: E402
 
 from views.report.data import ReportData, collect  # noqa: E402
 from views.report.replica import Interval, bootstrap_did, bootstrap_diff, bootstrap_mean  # noqa: E402
@@ -128,15 +135,35 @@ def plot(learn: list[ReportData], control: list[ReportData], path: Path) -> None
     fig.savefig(path, dpi=110)
 
 
+def load(path: Path, grid: Path | None) -> ReportData:
+    """A run directory (read as ``ait report`` reads it) or a summary JSON that ``--save`` wrote."""
+    if path.is_dir():
+        return collect(path, grid=grid)
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=ReportData)
+    except (OSError, msgspec.DecodeError) as exc:
+        raise SystemExit(f"replica_compare: {path}: neither a run directory nor a saved run summary: {exc}") from None
+
+
+def save(d: ReportData, folder: Path) -> Path:
+    """Write the run's summary (what the tables and the plot read; no per-job or per-episode detail)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{d.run_id}.json"
+    slim = msgspec.structs.replace(d, jobs=[], scored=[], episodes=[], job_trees=[])
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(slim), indent=1) + b"\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--learn", nargs="+", type=Path, required=True, help="run directories of the learning arm")
-    p.add_argument("--control", nargs="*", type=Path, default=[], help="run directories of the no-learning arm")
+    p.add_argument("--learn", nargs="+", type=Path, required=True, help="the learning arm's runs (dirs or summaries)")
+    p.add_argument("--control", nargs="*", type=Path, default=[], help="the no-learning arm's runs (dirs or summaries)")
     p.add_argument("--grid", type=Path, default=None, help="the grid JSON (default examples/replica/grid.json)")
     p.add_argument("--plot", type=Path, default=None, help="write reward and best-share per step here (PNG)")
+    p.add_argument("--save", type=Path, default=None, help="write each run's summary JSON into this folder")
     args = p.parse_args(argv)
-    learn = [collect(r, grid=args.grid) for r in args.learn]
-    control = [collect(r, grid=args.grid) for r in args.control]
+    learn = [load(r, args.grid) for r in args.learn]
+    control = [load(r, args.grid) for r in args.control]
     for d in (*learn, *control):
         if d.replica is None:
             sys.stderr.write(f"replica_compare: {d.run_id}: no replica choices in this run\n")
@@ -152,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot is not None:
         plot(learn, control, args.plot)
         print(f"\nplot: {args.plot}")
+    if args.save is not None:
+        for d in (*learn, *control):
+            print(f"saved: {save(d, args.save)}")
     return 0
 
 

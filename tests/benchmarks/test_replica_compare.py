@@ -52,3 +52,41 @@ def test_a_run_without_replica_choices_is_refused(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         assert main(["--learn", str(tmp_path / "plain")]) == 2
     assert "no replica choices" in err.getvalue()
+
+
+def _tables(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return "\n".join(line for line in out.getvalue().splitlines() if line.startswith("|"))
+
+
+def test_saved_summaries_give_the_same_tables_as_the_run_directories(tmp_path: Path) -> None:
+    mixed = (WORST, BEST, WORST, BEST)
+    write_replica_log(tmp_path / "learn", [((WORST,) * 4, 0.2)] * 3 + [((BEST,) * 4, 0.5)] * 3, holdout=True)
+    write_replica_log(tmp_path / "control", [(mixed, 0.3)] * 6, holdout=False)
+    grid = str(write_grid(tmp_path))
+    from_dirs = _tables(
+        ["--learn", str(tmp_path / "learn"), "--control", str(tmp_path / "control"), "--grid", grid,
+         "--save", str(tmp_path / "saved")]
+    )  # fmt: skip
+    saved = sorted((tmp_path / "saved").glob("*.json"))
+    assert len(saved) == 2 and "+0.300 [" in from_dirs  # the rise is there to compare
+    learn, control = (next(p for p in saved if p.name.startswith(arm)) for arm in ("learn", "control"))
+    # The summaries alone (the run directories gone) print the very same tables.
+    for name in ("learn", "control"):
+        for f in (tmp_path / name).rglob("*"):
+            if f.is_file():
+                f.unlink()
+    assert _tables(["--learn", str(learn), "--control", str(control), "--grid", grid]) == from_dirs
+
+
+def test_a_file_that_is_not_a_saved_summary_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"run_id": 3}')
+    try:
+        main(["--learn", str(bad)])
+    except SystemExit as exc:
+        assert str(bad) in str(exc) and "saved run summary" in str(exc)
+    else:
+        raise AssertionError("a bad summary was accepted")
