@@ -165,8 +165,10 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         if failure:
             await rt.emit(RunFinished(status="failed", reason=failure))
             raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")
-        await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps applied"))
-        for line in summary_lines(rt, ran_on):
+        control = not cfg.backend.learn
+        done = "computed (the no-learning control: none applied)" if control else "applied"
+        await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps {done}"))
+        for line in summary_lines(rt, ran_on, control=control):
             console.print(line)
     return 0
 

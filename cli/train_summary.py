@@ -14,17 +14,20 @@ from handlers.training.projection import TrainingProjection
 __all__ = ["summary_lines"]
 
 
-def summary_lines(rt: Any, ran_on: Mapping[str, str]) -> list[str]:
+def summary_lines(rt: Any, ran_on: Mapping[str, str], *, control: bool = False) -> list[str]:
+    """``control``: the run is a no-learning control (``[backend] learn = false``): its steps were computed and
+    recorded like any other, but no update reached the weights, so the summary must not call them applied."""
     training: TrainingState = rt.state(TrainingProjection)
     rewards = rt.state(RewardsProjection)
     queue = rt.state(QueueProjection)
     budget = rt.state(BudgetProjection)
-    lines = [f"run {rt.run_id}: {training.step} learner step(s) applied, sampler v{training.sampler_version}"]
+    done = "computed, none applied (the no-learning control)" if control else "applied"
+    lines = [f"run {rt.run_id}: {training.step} learner step(s) {done}, sampler v{training.sampler_version}"]
     for key in sorted(training.steps, key=int):
         rec = training.steps[key]
         got = [rewards[e].reward for e in rec.episode_ids if e in rewards]
         mean = sum(got) / len(got) if got else float("nan")
-        state = "applied" if rec.applied else "collected, not applied"
+        state = ("computed, not applied" if control else "applied") if rec.applied else "collected, not applied"
         lines.append(
             f"  step {rec.step}: {len(rec.episode_ids)} episodes, mean reward {mean:+.3f}, "
             f"{rec.n_datums} datums, {rec.n_tokens} trained tokens ({state})"
