@@ -150,6 +150,10 @@ def save(d: ReportData, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{d.run_id}.json"
     slim = msgspec.structs.replace(d, jobs=[], scored=[], episodes=[], job_trees=[])
+    grid = slim.replica.grid if slim.replica is not None else None
+    if grid is not None and Path(grid.source).is_relative_to(REPO):  # no machine path in a committed summary
+        relative = msgspec.structs.replace(grid, source=str(Path(grid.source).relative_to(REPO)))
+        slim = msgspec.structs.replace(slim, replica=msgspec.structs.replace(slim.replica, grid=relative))
     path.write_bytes(msgspec.json.format(msgspec.json.encode(slim), indent=1) + b"\n")
     return path
 

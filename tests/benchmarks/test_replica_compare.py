@@ -90,3 +90,23 @@ def test_a_file_that_is_not_a_saved_summary_is_named(tmp_path: Path) -> None:
         assert str(bad) in str(exc) and "saved run summary" in str(exc)
     else:
         raise AssertionError("a bad summary was accepted")
+
+
+def test_the_committed_round_two_summaries_print_what_docs_replica_says() -> None:
+    runs = Path(__file__).resolve().parents[2] / "examples" / "replica" / "runs"
+    doc = (runs.parents[2] / "docs" / "replica.md").read_text()
+    tables = _tables(
+        ["--learn", str(runs / "learn-seed1.json"),
+         "--control", str(runs / "control-seed0.json"), str(runs / "control-seed1.json")]
+    )  # fmt: skip
+    rows = {line.split("|")[1].strip(): line for line in tables.splitlines()}
+    # The figures docs/replica.md quotes for these runs, as the summaries give them now.
+    for row, figure in (
+        ("**control, pooled**", "+0.003 [-0.023, +0.031]"),
+        ("learn", "+0.039 [+0.013, +0.069]"),
+        ("last k steps: learn - control", "+0.082 [+0.058, +0.106]"),
+        ("rise: learn - control (difference in differences)", "+0.036 [-0.004, +0.075]"),
+    ):
+        assert figure in rows[row] and figure in doc, (row, figure)
+    pair = _tables(["--learn", str(runs / "learn-seed1.json"), "--control", str(runs / "control-seed1.json")])
+    assert "+0.052 [+0.006, +0.098]" in pair and "+0.052 [+0.006, +0.098]" in doc
