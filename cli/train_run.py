@@ -26,7 +26,7 @@ from cli.options import ProviderName, WorkerOptions
 from cli.outer_episodes import OuterEpisodes
 from cli.sandbox_opt import trainer_opts
 from cli.train_config import RunConfig
-from cli.train_summary import summary_lines
+from cli.train_summary import steps_done, summary_lines
 from cli.train_wiring import make_backend, make_validator
 from cli.worker_wiring import dispatcher_running
 from engine.progress import progress
@@ -166,8 +166,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
             await rt.emit(RunFinished(status="failed", reason=failure))
             raise TrainFailed(f"run {rt.run_id} failed: {failure} (log: {rt.log.path})")
         control = not cfg.backend.learn
-        done = "computed (the no-learning control: none applied)" if control else "applied"
-        await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps {done}"))
+        await rt.emit(RunFinished(status="ok", reason=f"{loop.step} steps {steps_done(control)}"))
         for line in summary_lines(rt, ran_on, control=control):
             console.print(line)
     return 0

@@ -11,7 +11,12 @@ from handlers.reward.projection import RewardsProjection
 from handlers.training import TrainingState
 from handlers.training.projection import TrainingProjection
 
-__all__ = ["summary_lines"]
+__all__ = ["steps_done", "summary_lines"]
+
+
+def steps_done(control: bool) -> str:
+    """What became of a finished run's learner steps: a no-learning control computes them and applies none."""
+    return "computed, none applied (the no-learning control)" if control else "applied"
 
 
 def summary_lines(rt: Any, ran_on: Mapping[str, str], *, control: bool = False) -> list[str]:
@@ -21,7 +26,7 @@ def summary_lines(rt: Any, ran_on: Mapping[str, str], *, control: bool = False) 
     rewards = rt.state(RewardsProjection)
     queue = rt.state(QueueProjection)
     budget = rt.state(BudgetProjection)
-    done = "computed, none applied (the no-learning control)" if control else "applied"
+    done = steps_done(control)
     lines = [f"run {rt.run_id}: {training.step} learner step(s) {done}, sampler v{training.sampler_version}"]
     for key in sorted(training.steps, key=int):
         rec = training.steps[key]
