@@ -26,6 +26,13 @@ TEST_KEY_FILE = Path(__file__).parent / "data" / "eval-test.key"
 # Set at import, before any test module imports ``families``, so no hidden set is ever built under another key.
 os.environ["AIT_EVAL_KEY_FILE"] = str(TEST_KEY_FILE)
 
+# One OpenMP thread per test process (inherited by every pod, trainer and `ait` subprocess a test starts), set
+# before anything loads torch. The suite runs a worker more than there are cores, each often with a torch child:
+# torch's default of one thread per core oversubscribed the CPUs, and its idle OpenMP threads spin. On the tiny
+# models a second thread buys nothing: tests/adapters/tiny/test_scorer.py took 84 CPU-s with torch's default and
+# 75 with one thread, alone on 2 idle cores. Code that sets its own count (a job's `threads`) still does.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(autouse=True)
 def _baselines_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

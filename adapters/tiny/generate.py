@@ -21,9 +21,11 @@ from typing import Literal
 import msgspec
 import torch
 from torch import Tensor
-from transformers import DynamicCache, Qwen3ForCausalLM
+from transformers import Qwen3ForCausalLM
 
-__all__ = ["Sample", "SamplingParams", "completion_logprobs", "generate"]
+from .kv_cache import GrowingCache
+
+__all__ = ["Sample", "SamplingParams", "choose_tokens", "completion_logprobs", "generate"]
 
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,7 +60,7 @@ def _row_seeds(params: Sequence[SamplingParams], seed_source: torch.Generator | 
     return seeds
 
 
-def _choose(
+def choose_tokens(
     logits: Tensor, temps: Tensor, top_ps: Tensor, generators: Sequence[torch.Generator]
 ) -> tuple[Tensor, Tensor]:
     """Next token per row and its log-prob (before top-p truncation)."""
@@ -73,10 +75,30 @@ def _choose(
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     tokens = logits.argmax(dim=-1)
-    for i, (gen, is_greedy) in enumerate(zip(generators, greedy.tolist(), strict=True)):
-        if not is_greedy:
-            tokens[i] = torch.multinomial(probs[i], 1, generator=gen)[0]
+    sampled = [i for i, is_greedy in enumerate(greedy.tolist()) if not is_greedy]
+    if sampled:
+        tokens = _draw(probs, tokens, sampled, generators)
     return tokens, logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+
+
+def _draw(probs: Tensor, tokens: Tensor, rows: Sequence[int], generators: Sequence[torch.Generator]) -> Tensor:
+    """``torch.multinomial(probs[i], 1, generator=generators[i])`` for each ``i`` in ``rows``, in one batch.
+
+    For one sample, ATen's multinomial is ``argmax(p / q)`` with ``q ~ Exp(1)`` filled from the row's generator
+    (the exponential race): the same draws from the same generators, so the same tokens and the same generator
+    states after, but one division and argmax for the batch instead of a multinomial call per row, which was
+    the larger half of a scoring step's sampling cost on the tiny models. tests/adapters/tiny/test_generate.py
+    checks the equivalence on the installed torch, so a torch whose multinomial changes is caught there.
+    """
+    q = torch.empty((len(rows), probs.shape[1]), dtype=probs.dtype)
+    for j, i in enumerate(rows):
+        q[j].exponential_(generator=generators[i])
+    if len(rows) == probs.shape[0]:
+        return (probs / q).argmax(dim=-1)
+    index = torch.tensor(list(rows), dtype=torch.long)
+    tokens = tokens.clone()
+    tokens[index] = (probs[index] / q).argmax(dim=-1)
+    return tokens
 
 
 @torch.no_grad()
@@ -122,14 +144,14 @@ def generate(
     out_lps: list[list[float]] = [[] for _ in range(n)]
     finish: list[Literal["stop", "length"]] = ["length"] * n
 
-    cache = DynamicCache()
+    cache = GrowingCache()
     logits = model(
         input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
     ).logits[:, -1, :]
     next_pos = positions[:, -1] + 1
     step = 0
     while True:
-        tokens, lps = _choose(logits, temps, top_ps, [generators[int(r)] for r in rows])
+        tokens, lps = choose_tokens(logits, temps, top_ps, [generators[int(r)] for r in rows])
         step += 1
         stopped = torch.isin(tokens, stops)
         done = stopped | (limits <= step)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from families import SYSTEM_PROMPT, get_family
 
@@ -119,3 +121,40 @@ def test_bad_params_are_rejected():
         SamplingParams(top_p=0.0)
     with pytest.raises(ValueError, match="max_tokens"):
         SamplingParams(max_tokens=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seeds=st.lists(st.integers(0, 2**62), min_size=1, max_size=6),
+    greedy_mask=st.integers(0, 63),
+    truncate=st.booleans(),
+    steps=st.integers(1, 4),
+)
+def test_batched_draw_is_torch_multinomial(seeds, greedy_mask, truncate, steps):
+    # The documented replica runs were sampled with torch.multinomial per row; the batched draw must pick the
+    # same tokens and leave each row's generator where multinomial left it, or those runs stop reproducing.
+    import torch
+
+    from adapters.tiny.generate import choose_tokens
+
+    n, vocab = len(seeds), 257
+    temps = torch.tensor([0.0 if greedy_mask >> i & 1 else 0.7 for i in range(n)])
+    top_ps = torch.full((n,), 0.5 if truncate else 1.0)
+    ours = [torch.Generator().manual_seed(s) for s in seeds]
+    theirs = [torch.Generator().manual_seed(s) for s in seeds]
+    logits = torch.randn(n, vocab, generator=torch.Generator().manual_seed(seeds[0] % 2**31)) * 4
+    for _ in range(steps):
+        tokens, _ = choose_tokens(logits, temps, top_ps, ours)
+        greedy = temps <= 0
+        scaled = logits / torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(1)
+        probs = torch.log_softmax(scaled.float(), dim=-1).exp()
+        if truncate:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_ps.unsqueeze(1)
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
+        expected = [
+            int(logits[i].argmax()) if greedy[i] else int(torch.multinomial(probs[i], 1, generator=theirs[i])[0])
+            for i in range(n)
+        ]
+        assert tokens.tolist() == expected
+    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(ours, theirs, strict=True))
