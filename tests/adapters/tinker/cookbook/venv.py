@@ -56,6 +56,9 @@ def _build(dest: Path) -> None:
     env = dict(os.environ)
     if not env.get("UV_FIND_LINKS") and env.get("PIP_FIND_LINKS"):
         env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"]  # where this machine offers torch's CPU build
+    # Bytecode at install, as .ci/run does for the main venv: where PYTHONDONTWRITEBYTECODE is set, the cookbook
+    # side's torch + transformers import would otherwise compile from source in every test run.
+    env.setdefault("UV_COMPILE_BYTECODE", "1")
     partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     py = partial / "venv" / "bin" / "python"
