@@ -152,7 +152,8 @@ async def run_episode(
     async with Runtime(run_dir, default_projections()) as rt:
         rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
-        rt.start_reactor(ProgressLines(console))
+        progress = ProgressLines(console)
+        rt.start_reactor(progress)
         await open_run(rt, seed=args.seed, config=config, budget=budget, ledger=ledger, baselines=deps.baselines)
         # What this run runs on (ait report shows it): one episode has no learner; its job runs on a local pod.
         await rt.emit(
@@ -189,9 +190,18 @@ async def run_episode(
 
             runner = EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate)
             return await run_multi_job_episode(
-                rt, runner, setup, deps, ledger, console, no_job=args.no_job, write_artifacts=_write_artifacts
+                rt,
+                runner,
+                setup,
+                deps,
+                ledger,
+                console,
+                no_job=args.no_job,
+                write_artifacts=_write_artifacts,
+                progress=progress,
             )
         outcome = await EpisodeRunner(rt, blobs, deps.policy, deps.validator, gate).run(setup)
+        await progress.caught_up(rt.next_seq - 1)  # the probe's verdict line before the episode's summary
         console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
         failure = ""
         if outcome.status == "error":

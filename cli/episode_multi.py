@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from rich.console import Console
@@ -25,6 +25,9 @@ from handlers.episode.projection import EpisodesProjection, EpisodeState
 from handlers.episode.runner import EpisodeRunner, EpisodeSetup
 from handlers.reward.formula import explain
 from handlers.reward.projection import RewardsProjection
+
+if TYPE_CHECKING:
+    from views.progress_lines import ProgressLines
 
 __all__ = ["job_lines", "run_multi_job_episode"]
 
@@ -82,6 +85,7 @@ async def run_multi_job_episode(
     *,
     no_job: bool,
     write_artifacts: Callable[[Path, Any, str, dict[str, str]], None],
+    progress: ProgressLines,
 ) -> int:
     episode_id = setup.episode_id
     limits = setup.spec.episode
@@ -98,6 +102,7 @@ async def run_multi_job_episode(
             if drains and deps.job_server is None:
                 tg.start_soon(_drain_jobs, rt, deps, episode_id)
             outcome = await runner.run(setup)
+            await progress.caught_up(rt.next_seq - 1)  # the last job's lines before the episode's summary
             console.print(f"episode {outcome.status} after {outcome.turns} turns, {outcome.attempts} submission(s)")
             write_artifacts(rt.directory / "episodes" / episode_id, outcome, setup.spec.name, deps.ran_on)
             if not drains:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.markup import escape
@@ -103,6 +104,8 @@ class ProgressLines:
     def __init__(self, console: Console, *, started: float | None = None) -> None:
         self.console = console
         self.started = time.monotonic() if started is None else started
+        self._seen = -1  # the seq of the last event this reactor has turned into a line (or none)
+        self._moved = anyio.Event()
 
     def say(self, text: str) -> None:
         self.console.print(f"[dim]{time.monotonic() - self.started:6.1f}s[/dim] {text}")
@@ -112,3 +115,16 @@ class ProgressLines:
             text = line_for(rec.event)
             if text is not None:
                 self.say(text)
+            self._seen = rec.seq
+            self._moved.set()
+
+    async def caught_up(self, seq: int, *, timeout_s: float = 5.0) -> None:
+        """Return once the events up to ``seq`` have had their lines printed (or after ``timeout_s``).
+
+        A command printing its own summary line awaits this first, so the summary comes after the progress
+        lines of what it sums up (the reactor reads the events a moment after they are recorded). The timeout
+        only guards a reactor that has stopped: a line out of order is better than a command that never ends."""
+        with anyio.move_on_after(timeout_s):
+            while self._seen < seq:
+                moved = self._moved = anyio.Event()
+                await moved.wait()

@@ -23,6 +23,10 @@ def test_episode_reaches_a_validated_queued_job_and_says_why_it_stops(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "episode validated after" in out and "job job-0 queued; stopping after validation" in out
+    # The probe's verdict line comes before the episode's summary (the summary used to overtake it).
+    lines = out.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if "submission 1: validated" in line)
+    assert verdict < next(i for i, line in enumerate(lines) if "episode validated after" in line), out
     assert "agent=scripted (string_pipeline_good.json)" in out
     result = replay(tmp_path / "r1" / "events.jsonl", default_projections())
     assert result.by_type["submission.validated"] == 1 and result.by_type["job.queued"] == 1

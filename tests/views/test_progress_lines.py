@@ -71,3 +71,38 @@ def test_the_reactor_prints_lines_as_events_are_recorded(tmp_path: object) -> No
     lines = out.getvalue().splitlines()
     assert lines[0].endswith("s job j running on pod p")
     assert lines[1].endswith("job j stopped at step 1 of 2: deadline")
+
+
+def test_a_summary_printed_after_caught_up_comes_after_the_lines_it_sums_up(tmp_path: object) -> None:
+    # `ait episode` printed "episode validated after 7 turns" above the probe's "submission 1: validated" line:
+    # the reactor reads events a moment after they are recorded. caught_up waits for it.
+    from pathlib import Path
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, highlight=False)
+
+    async def go() -> None:
+        async with Runtime(Path(str(tmp_path)) / "run", []) as rt:
+            progress = ProgressLines(console)
+            rt.start_reactor(progress)
+            for i in range(20):
+                await rt.emit(JobProgressed(job_id="j", step=i + 1, total_steps=20, reward=0.5, phase="train"))
+            await rt.emit(JobStoppedEarly(job_id="j", steps_done=20, steps_total=20, reason="deadline"))
+            with anyio.fail_after(5):
+                await progress.caught_up(rt.next_seq - 1)
+            console.print("SUMMARY")
+
+    anyio.run(go)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "SUMMARY" and lines[-2].endswith("job j stopped at step 20 of 20: deadline"), lines[-3:]
+
+
+def test_caught_up_gives_up_on_a_reactor_that_never_reads() -> None:
+    progress = ProgressLines(Console(file=io.StringIO()))
+
+    async def go() -> float:
+        started = anyio.current_time()
+        await progress.caught_up(3, timeout_s=0.05)  # no reactor runs: it must not wait for ever
+        return anyio.current_time() - started
+
+    assert 0.05 <= anyio.run(go) < 2
