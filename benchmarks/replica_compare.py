@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         if d.replica is None:
             sys.stderr.write(f"replica_compare: {d.run_id}: no replica choices in this run\n")
             return 2
+        if d.replica.grid_mismatch:  # the best-choice shares below are then against other hidden tasks' grid
+            sys.stderr.write(f"replica_compare: {d.run_id}: careful, {d.replica.grid_mismatch}\n")
     print("| arm | run | reward, first k steps | reward, last k steps | rise (last - first) | best-choice share |")
     print("|---|---|---|---|---|---|")
     for line in arm_summary("learn", learn) + arm_summary("control", control):

@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from families import key_fingerprint  # noqa: E402
 from families.spec import TaskSpec, load_spec  # noqa: E402
 from handlers.episode.bundle import make_bundle, unpack_bundle  # noqa: E402
 from handlers.episode.choice import Choice, all_choices, job_text  # noqa: E402
@@ -338,6 +339,8 @@ async def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/replica_grid.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "weights": weights_version(),
         "eval_key": "committed test key" if "eval-test.key" in os.environ["AIT_EVAL_KEY_FILE"] else "own key",
+        # ait report compares it with the key a run's baselines were frozen under (other key: other hidden tasks).
+        "eval_key_fingerprint": key_fingerprint(),
         "families": families,
         "repeats": len({j["seed"] for j in jobs}),
         "seeds": sorted({j["seed"] for j in jobs}),

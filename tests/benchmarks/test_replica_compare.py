@@ -57,6 +57,18 @@ def test_a_run_without_replica_choices_is_refused(tmp_path: Path) -> None:
     assert "no replica choices" in err.getvalue()
 
 
+def test_a_run_under_another_eval_key_than_the_grid_is_named(tmp_path: Path) -> None:
+    steps = [((WORST,) * 4, 0.2), ((BEST,) * 4, 0.5)]
+    write_replica_log(tmp_path / "same", steps, holdout=False, key_fingerprint="d784abb44216ecb5")
+    write_replica_log(tmp_path / "other", steps, holdout=False, key_fingerprint="0123456789abcdef")
+    grid = str(write_grid(tmp_path, key_fingerprint="d784abb44216ecb5"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--learn", str(tmp_path / "same"), str(tmp_path / "other"), "--grid", grid]) == 0
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("replica_compare: other: careful, the grid was measured"), lines
+
+
 def _tables(argv: list[str]) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -12,7 +12,7 @@ import anyio
 from engine.blobs import BlobStore
 from engine.clock import ManualClock
 from engine.runtime import Runtime
-from events import BatchCollected, EpisodeStarted, JobQueued, RewardComputed, RunStarted, RunWiring
+from events import BaselineFrozen, BatchCollected, EpisodeStarted, JobQueued, RewardComputed, RunStarted, RunWiring
 from families.spec import load_spec
 from handlers.episode.bundle import make_bundle
 from handlers.episode.choice import Choice, job_text
@@ -27,9 +27,12 @@ WORST = Choice("Qwen/Qwen3-0.6B", "wrong", "3e-05")
 DEFAULT_STEPS: tuple[tuple[tuple[Choice, ...], float], ...] = (((WORST, WORST, WORST, BEST), 0.1), ((BEST,) * 4, 0.6))
 
 
-def write_grid(directory: Path, best: object = ("1.7B/correct/1e-05",)) -> Path:
+def write_grid(directory: Path, best: object = ("1.7B/correct/1e-05",), *, key_fingerprint: str | None = None) -> Path:
+    """A grid JSON as benchmarks/replica_grid.py writes it (``key_fingerprint``: its eval key's, None: unrecorded)."""
     path = directory / "grid.json"
     doc = {"best": list(best) if isinstance(best, tuple) else best, "choices": {"1.7B/correct/1e-05": {"mean": 0.41}}}
+    if key_fingerprint is not None:
+        doc["eval_key_fingerprint"] = key_fingerprint
     path.write_text(json.dumps(doc))
     return path
 
@@ -59,10 +62,12 @@ def write_replica_log(
     seed: int = 0,
     holdout: bool = True,
     learn: bool = True,
+    key_fingerprint: str | None = None,
 ) -> None:
     """One outer step per ``(choices, reward)`` on calc_chain (episode i of a step gets ``reward + 0.01 * i``),
     and with ``holdout`` a triage holdout arm of 3 episodes on v0 and 3 on v2; every episode queued a job of its
-    choice. The header records ``[backend] learn`` as ``ait train`` does (false: the control arm)."""
+    choice. The header records ``[backend] learn`` as ``ait train`` does (false: the control arm); with
+    ``key_fingerprint`` the run copies its frozen baselines in at start, frozen under that eval key."""
     spec_path = ROOT / "examples" / "replica" / "tasks" / "calc_chain_v1_fast.json"
     spec, spec_json = load_spec(spec_path), spec_path.read_bytes()
     blobs = BlobStore(run / "blobs")
@@ -72,6 +77,12 @@ def write_replica_log(
             header = {"command": "train", "config": {"backend": {"kind": "local", "learn": learn}}}
             await rt.emit(RunStarted(run_id=run.name, seed=seed, code_version="t", config=header))
             await rt.emit(RunWiring(inner_trainer="cpu", learner_backend="local", provider="local", agent="local"))
+            if key_fingerprint is not None:
+                for model, score in ((BEST.model, 0.34), (WORST.model, 0.28)):
+                    frozen = BaselineFrozen(
+                        family="calc_chain", model=model, score=score, n=64, key_fingerprint=key_fingerprint
+                    )
+                    await rt.emit(frozen)
 
             async def episode(eid: str, choice: Choice, reward: float, version: int, group: str) -> None:
                 family = "triage" if group.startswith("holdout") else "calc_chain"

@@ -1,5 +1,6 @@
 """What a report needs that no domain projection keeps: each job attempt's pod and time on it, spend by
-episode and by training step, and the checkpoint path of each published sampler version.
+episode and by training step, the checkpoint path of each published sampler version, and the eval keys the
+run's baselines were frozen under.
 
 A pure fold like every projection, so the report is a function of the log alone.
 """
@@ -13,6 +14,7 @@ import msgspec
 
 from engine.projection import Projection, handles
 from events import (
+    BaselineFrozen,
     CostSettled,
     JobAssigned,
     JobFailed,
@@ -39,6 +41,7 @@ class Accounts(msgspec.Struct, kw_only=True):
     training_usd: dict[str, float] = {}  # str(outer step) -> spend of its optimizer step
     settled_usd: float = 0.0
     sampler_paths: dict[str, str] = {}  # str(sampler version) -> path
+    eval_keys: list[str] = []  # fingerprints of the eval keys of the frozen baselines, first seen first
 
 
 class AccountsProjection(Projection[Accounts]):
@@ -85,4 +88,10 @@ class AccountsProjection(Projection[Accounts]):
     @handles(SamplerPublished)
     def _sampler(self, s: Accounts, e: SamplerPublished) -> Accounts:
         s.sampler_paths[str(e.sampler_version)] = e.path
+        return s
+
+    @handles(BaselineFrozen)
+    def _baseline(self, s: Accounts, e: BaselineFrozen) -> Accounts:
+        if e.key_fingerprint not in s.eval_keys:
+            s.eval_keys.append(e.key_fingerprint)
         return s

@@ -379,6 +379,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None, grid: Path 
             [(e.episode_id, e.family, e.sampler_version) for e in episodes.values() if is_holdout(e)],
             grid=the_grid,
             grid_note=grid_note,
+            run_keys=accounts.eval_keys,
         )
     return ReportData(
         run_id=st["run"].run_id,

@@ -7,6 +7,8 @@ step, next to what the grid measured best; whether reward rose; the held-out arm
   (an episode that queued no job counts under "no job": the agent must submit to choose anything).
 - *The grid's best choices*: ``best`` of the grid JSON ``benchmarks/replica_grid.py`` writes (the top choice and
   every choice whose 95% interval reaches the top one's lower bound), default ``examples/replica/grid.json``.
+  The grid was measured on the hidden tasks of one eval key (``eval_key_fingerprint``); a run whose baselines
+  were frozen under another key was scored on other tasks, and the report says so next to the grid.
 - *First vs last steps*: the rewards of the episodes of the first ``k`` and of the last ``k`` outer steps
   (``k = min(5, steps // 2)``); the interval of the difference of the means is a percentile bootstrap
   resampling each side's episodes.
@@ -41,6 +43,7 @@ __all__ = [
     "bootstrap_did",
     "bootstrap_diff",
     "bootstrap_mean",
+    "key_mismatch",
     "label_of_toml",
     "load_grid",
     "replica_data",
@@ -128,6 +131,7 @@ class Grid(msgspec.Struct, frozen=True, kw_only=True):
     source: str  # the file it was read from
     best: list[str]  # labels of the best choices, the top one first
     means: dict[str, float]  # label -> the grid's mean reward
+    key_fingerprint: str = ""  # the eval key whose hidden tasks it was measured on ("": not recorded)
 
 
 def load_grid(path: Path) -> Grid:
@@ -144,11 +148,28 @@ def load_grid(path: Path) -> Grid:
     unknown = [b for b in best if b not in known]
     if unknown:
         raise GridError(f"{path}: field 'best' names {unknown}, not replica choices ({', '.join(sorted(known))})")
+    key = doc.get("eval_key_fingerprint", "")
+    if not isinstance(key, str):
+        raise GridError(f"{path}: field 'eval_key_fingerprint' must be a string (the eval key's fingerprint)")
     means: dict[str, float] = {}
     for label, row in (doc.get("choices") or {}).items():
         if isinstance(row, dict) and isinstance(row.get("mean"), int | float):
             means[str(label)] = float(row["mean"])
-    return Grid(source=str(path), best=best, means=means)
+    return Grid(source=str(path), best=best, means=means, key_fingerprint=key)
+
+
+def key_mismatch(grid: Grid | None, run_keys: Sequence[str]) -> str:
+    """Why the grid may not rate this run's choices: it was measured under another eval key than the one the
+    run's baselines were frozen under (so on other hidden tasks). "" when the keys agree, or when either side
+    does not record its key (baselines given in a config, a grid of before the field)."""
+    known = [k for k in run_keys if k]
+    if grid is None or not grid.key_fingerprint or not known or grid.key_fingerprint in known:
+        return ""
+    return (
+        f"the grid was measured under eval key {grid.key_fingerprint}, this run under {', '.join(known)}: other "
+        "hidden tasks, so the grid's best choices may not be this run's (run benchmarks/replica_grid.py with "
+        "this run's AIT_EVAL_KEY_FILE to compare)"
+    )
 
 
 def label_of_toml(text: str) -> str | None:
@@ -187,6 +208,7 @@ class ReplicaData(msgspec.Struct, frozen=True, kw_only=True):
     holdout: list[Arm]
     first_rewards: list[float] = []  # the episode rewards behind ``first`` and ``last`` (pooled over runs by
     last_rewards: list[float] = []  # benchmarks/replica_compare.py)
+    grid_mismatch: str = ""  # :func:`key_mismatch`: why the grid may not apply to this run ("" when it does)
 
 
 def replica_data(
@@ -197,10 +219,12 @@ def replica_data(
     *,
     grid: Grid | None,
     grid_note: str = "",
+    run_keys: Sequence[str] = (),
 ) -> ReplicaData | None:
     """From plain data: each outer step's episode ids, each episode's reward, each episode's job label (missing:
-    no job; None: a job.toml that is not a replica choice) and the holdout episodes ``(id, family, version)``.
-    None when no job is a replica choice."""
+    no job; None: a job.toml that is not a replica choice) and the holdout episodes ``(id, family, version)``;
+    ``run_keys``: the fingerprints of the eval keys the run's baselines were frozen under. None when no job is a
+    replica choice."""
     if not any(v is not None for v in labels.values()):
         return None
     best = set(grid.best) if grid is not None else set()
@@ -254,4 +278,5 @@ def replica_data(
         holdout=arms,
         first_rewards=head if k else [],
         last_rewards=tail if k else [],
+        grid_mismatch=key_mismatch(grid, run_keys),
     )

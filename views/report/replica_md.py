@@ -36,6 +36,8 @@ def replica_lines(r: ReplicaData) -> list[str]:
     if r.grid is not None:
         best = ", ".join(f"`{b}`" + (f" ({r.grid.means[b]:+.3f})" if b in r.grid.means else "") for b in r.grid.best)
         intro = f"The grid's best choices (mean reward of each in `{r.grid.source}`): {best}."
+        if r.grid_mismatch:
+            intro += f" **Careful:** {r.grid_mismatch}."
     else:
         intro = f"No grid to compare with: {r.grid_note}."
     lines = [

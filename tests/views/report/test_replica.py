@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,7 @@ def test_shares_first_vs_last_and_holdout_arms_from_plain_data(tmp_path: Path) -
         ("{not json", "cannot read the grid"),
         ('{"top": "1.7B/correct/1e-05"}', "field 'best' must be a list"),
         ('{"best": ["2B/correct"]}', "'2B/correct'"),
+        ('{"best": [], "eval_key_fingerprint": 7}', "field 'eval_key_fingerprint' must be a string"),
     ],
 )
 def test_a_grid_that_does_not_fit_is_one_line_naming_the_file(tmp_path: Path, text: str, needle: str) -> None:
@@ -126,3 +129,34 @@ def test_the_control_arm_says_it_applied_no_update(tmp_path: Path) -> None:
     assert "| learner backend | local (`learn = false`: the no-learning control, no update applied) |" in markdown(
         data, []
     )
+
+
+def test_the_report_says_when_the_grid_was_measured_under_another_eval_key(tmp_path: Path) -> None:
+    # Another key draws other hidden tasks: the grid's best choices are then not a measurement of this run's.
+    def careful(grid_key: str | None, run_key: str | None, name: str) -> str:
+        run = tmp_path / name
+        write_replica_log(run, key_fingerprint=run_key)
+        (tmp_path / name / "g").mkdir()
+        data = collect(run, grid=write_grid(tmp_path / name / "g", key_fingerprint=grid_key))
+        assert data.replica is not None and data.replica.grid is not None
+        choices = markdown(data, []).split("## Replica: the agent's choices\n", 1)[1].split("\n## ", 1)[0]
+        return choices.split("**Careful:**", 1)[1].split("\n", 1)[0] if "**Careful:**" in choices else ""
+
+    said = careful("d784abb44216ecb5", "0123456789abcdef", "other")
+    assert "eval key d784abb44216ecb5, this run under 0123456789abcdef" in said and "replica_grid.py" in said
+    assert careful("d784abb44216ecb5", "d784abb44216ecb5", "same") == ""
+    # Unknown on either side (a grid of before the field; baselines given in a config, frozen under no key).
+    assert careful(None, "0123456789abcdef", "old-grid") == ""
+    assert careful("d784abb44216ecb5", "", "config-baselines") == ""
+    assert careful("d784abb44216ecb5", None, "no-baselines") == ""
+
+
+def test_the_committed_grid_names_the_key_it_was_measured_under() -> None:
+    from families import key_fingerprint
+    from views.report.replica import DEFAULT_GRID
+
+    # The suite runs under the committed test key (tests/conftest.py), the key the grid says it used.
+    assert "eval-test.key" in os.environ["AIT_EVAL_KEY_FILE"]
+    grid = load_grid(DEFAULT_GRID)
+    assert grid.key_fingerprint == key_fingerprint() != ""
+    assert json.loads(DEFAULT_GRID.read_text())["eval_key"] == "committed test key"
