@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from adapters.freed_memory import keep_freed_memory
 from cli import (
     baselines_cmd,
     costs_cmd,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    keep_freed_memory()  # before any command imports torch (adapters/freed_memory.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

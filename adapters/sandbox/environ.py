@@ -42,6 +42,8 @@ _PASS_PREFIXES = (
     "TRITON",
     "VLLM",
     "OMP_",
+    "THP_MEM_ALLOC_ENABLE",  # torch's huge-page allocation and glibc's thresholds: adapters/freed_memory.py
+    "GLIBC_TUNABLES",
     "SSL_CERT",
     "AIT_",
 )
