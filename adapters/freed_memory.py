@@ -15,10 +15,13 @@ Neither changes a computed value: the same kernels run on the same data, at addr
 (tests/adapters/test_freed_memory.py compares sampled tokens and log-probs with and without). The cost is
 resident memory held at the process's high-water mark instead of shrinking between passes.
 
-torch reads its variable once, at its first allocation, and glibc reads ``GLIBC_TUNABLES`` at exec: a process
-started by the engine gets :data:`FREED_MEMORY_ENV` in its environment, and the ``ait`` process itself calls
-:func:`keep_freed_memory` before it imports torch. A variable the user set wins (``THP_MEM_ALLOC_ENABLE=0``
-turns the huge pages off).
+torch reads its variable once, at its first allocation, and glibc reads ``GLIBC_TUNABLES`` at exec: the ``ait``
+process (the engine, and the local pod agent, which is ``ait pod-agent``) calls :func:`keep_freed_memory`
+before it imports torch, and the pod agent's scrubbed environment passes the variables on. A variable the user
+set wins (``THP_MEM_ALLOC_ENABLE=0`` turns the huge pages off). The sandboxed training child does not get
+them: forked from its zygote, it ran a replica-sized job's training 45% slower with them (7.4-7.5 against
+10.9-11.7 CPU-s, ``benchmarks/cpu_job.py``, alternated on and off), while the same training in a plain process
+ran 19% faster; its environment stays the bare one of :func:`adapters.sandbox.child_env`.
 """
 
 from __future__ import annotations

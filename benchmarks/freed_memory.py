@@ -4,9 +4,9 @@ A CPU inner job's work, run by the product's own code in a fresh process per sid
 process's start): the pre/post score (``score_hidden`` of tiny-1.7b on 64 hidden calc_chain and 64 ledger
 tasks) and the training child's steps (``run_episodes`` on 16 train tasks x group 4, then ``grpo_update`` with
 AdamW), ``--steps`` times. ``off`` is glibc's and torch's defaults (``THP_MEM_ALLOC_ENABLE=0``, no thresholds);
-``on`` calls :func:`keep_freed_memory` first, as ``ait`` does, and runs under :data:`FREED_MEMORY_ENV`, as a
-sandboxed child does. The sides alternate (``--reps`` each) and must agree on every reward, sampled token and
-loss (a digest of them), or the script exits 1::
+``on`` calls :func:`keep_freed_memory` first, as ``ait`` does, under :data:`FREED_MEMORY_ENV`. The sides
+alternate (``--reps`` each) and must agree on every reward, sampled token and loss (a digest of them), or
+the script exits 1::
 
     .venv/bin/python benchmarks/freed_memory.py [--reps 2] [--steps 4]
 

@@ -17,8 +17,6 @@ import os
 import shutil
 from pathlib import Path
 
-from adapters.freed_memory import FREED_MEMORY_ENV
-
 __all__ = ["ChildFailure", "child_env", "copy_regular_files", "fresh_uid", "processes_of"]
 
 _UID_BASE = 61000
@@ -94,5 +92,4 @@ def child_env(home: str, tmp: str, python: Path) -> dict[str, str]:
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
-        **FREED_MEMORY_ENV,  # keep freed tensor memory: no page faults for every forward pass's activations
     }

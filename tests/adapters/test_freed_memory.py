@@ -86,9 +86,11 @@ def test_keep_freed_memory_sets_the_defaults_and_leaves_a_users_choice() -> None
     assert user.stdout.split() == ["False", "0"]  # the user's tunables were applied at exec: not overridden
 
 
-def test_the_sandboxed_child_and_the_local_pod_agent_get_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = child_env("/sandbox/home", "/tmp", Path(sys.executable))
-    assert all(env[name] == value for name, value in FREED_MEMORY_ENV.items())
+def test_the_local_pod_agent_gets_the_settings_and_the_sandboxed_child_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The forked training child ran 45% slower with them (docs/performance.md): its environment stays bare.
+    assert not set(FREED_MEMORY_ENV) & set(child_env("/sandbox/home", "/tmp", Path(sys.executable)))
     for name, value in FREED_MEMORY_ENV.items():
         monkeypatch.setenv(name, value)
     assert all(scrubbed_environ()[name] == value for name, value in FREED_MEMORY_ENV.items())
