@@ -15,13 +15,13 @@ Neither changes a computed value: the same kernels run on the same data, at addr
 (tests/adapters/test_freed_memory.py compares sampled tokens and log-probs with and without). The cost is
 resident memory held at the process's high-water mark instead of shrinking between passes.
 
-torch reads its variable once, at its first allocation, and glibc reads ``GLIBC_TUNABLES`` at exec: the ``ait``
-process (the engine, and the local pod agent, which is ``ait pod-agent``) calls :func:`keep_freed_memory`
-before it imports torch, and the pod agent's scrubbed environment passes the variables on. A variable the user
-set wins (``THP_MEM_ALLOC_ENABLE=0`` turns the huge pages off). The sandboxed training child does not get
-them: forked from its zygote, it ran a replica-sized job's training 45% slower with them (7.4-7.5 against
-10.9-11.7 CPU-s, ``benchmarks/cpu_job.py``, alternated on and off), while the same training in a plain process
-ran 19% faster; its environment stays the bare one of :func:`adapters.sandbox.child_env`.
+torch reads its variable once, at its first allocation: every ``ait`` process (the engine, and the local pod agent,
+which is ``ait pod-agent``) calls :func:`keep_freed_memory` before it imports torch. A setting the user made wins
+(``THP_MEM_ALLOC_ENABLE=0`` turns the huge pages off; glibc's own ``GLIBC_TUNABLES`` keep its thresholds), and the
+pod agent's scrubbed environment passes both variables on (:data:`SETTING_VARS`). The sandboxed training child does
+not get them: forked from its zygote, it ran a replica-sized job's training 45% slower with them (7.4-7.5 against
+10.9-11.7 CPU-s, ``benchmarks/cpu_job.py``, alternated on and off), while the same training in a plain process ran
+19% faster; its environment stays the bare one of :func:`adapters.sandbox.child_env`.
 """
 
 from __future__ import annotations
@@ -30,16 +30,14 @@ import ctypes
 import os
 import sys
 
-__all__ = ["FREED_MEMORY_ENV", "keep_freed_memory"]
+__all__ = ["SETTING_VARS", "keep_freed_memory"]
 
 _TRIM_THRESHOLD = 1 << 30  # keep up to 1 GiB of freed heap top: more than any CPU model here allocates in a pass
 _MMAP_THRESHOLD = 32 << 20  # glibc's ceiling (HEAP_MAX_SIZE / 2 on 64-bit): a larger value is refused
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (<malloc.h>)
 
-FREED_MEMORY_ENV: dict[str, str] = {
-    "THP_MEM_ALLOC_ENABLE": "1",
-    "GLIBC_TUNABLES": f"glibc.malloc.trim_threshold={_TRIM_THRESHOLD}:glibc.malloc.mmap_threshold={_MMAP_THRESHOLD}",
-}
+#: The environment variables through which a user overrides these settings.
+SETTING_VARS = ("THP_MEM_ALLOC_ENABLE", "GLIBC_TUNABLES")
 
 
 def keep_freed_memory() -> bool:
@@ -48,7 +46,7 @@ def keep_freed_memory() -> bool:
     Call it before torch is imported: torch reads ``THP_MEM_ALLOC_ENABLE`` once. Idempotent.
     """
     if "torch" not in sys.modules:
-        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", FREED_MEMORY_ENV["THP_MEM_ALLOC_ENABLE"])
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     if not sys.platform.startswith("linux") or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return False  # macOS has no mallopt thresholds; the user's own malloc tunables were applied at exec
     try:

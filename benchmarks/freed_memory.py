@@ -1,12 +1,11 @@
 """Freed tensor memory kept in the process (adapters/freed_memory.py): CPU seconds and page faults, off and on.
 
-A CPU inner job's work, run by the product's own code in a fresh process per side (the settings apply at a
-process's start): the pre/post score (``score_hidden`` of tiny-1.7b on 64 hidden calc_chain and 64 ledger
-tasks) and the training child's steps (``run_episodes`` on 16 train tasks x group 4, then ``grpo_update`` with
-AdamW), ``--steps`` times. ``off`` is glibc's and torch's defaults (``THP_MEM_ALLOC_ENABLE=0``, no thresholds);
-``on`` calls :func:`keep_freed_memory` first, as ``ait`` does, under :data:`FREED_MEMORY_ENV`. The sides
-alternate (``--reps`` each) and must agree on every reward, sampled token and loss (a digest of them), or
-the script exits 1::
+A CPU inner job's work, run by the product's own code in a fresh process per side (the settings apply at a process's
+start): the pre/post score (``score_hidden`` of tiny-1.7b on 64 hidden calc_chain and 64 ledger tasks) and the
+training child's steps (``run_episodes`` on 16 train tasks x group 4, then ``grpo_update`` with AdamW), ``--steps``
+times. ``off`` is glibc's and torch's defaults (``THP_MEM_ALLOC_ENABLE=0``, no thresholds); ``on`` calls
+:func:`keep_freed_memory` first, as ``ait`` does. The sides alternate (``--reps`` each) and must agree on every
+reward, sampled token and loss (a digest of them), or the script exits 1::
 
     .venv/bin/python benchmarks/freed_memory.py [--reps 2] [--steps 4]
 
@@ -86,11 +85,12 @@ def _child(side: str, steps: int) -> None:
 
 
 def _run(side: str, steps: int) -> dict[str, object]:
-    from adapters.freed_memory import FREED_MEMORY_ENV
+    from adapters.freed_memory import SETTING_VARS
 
-    env = {k: v for k, v in os.environ.items() if k not in FREED_MEMORY_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in SETTING_VARS}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env |= FREED_MEMORY_ENV if side == "on" else {"THP_MEM_ALLOC_ENABLE": "0"}
+    if side == "off":
+        env["THP_MEM_ALLOC_ENABLE"] = "0"
     out = subprocess.run(
         [sys.executable, __file__, "--child", side, "--steps", str(steps)],
         env=env,

@@ -14,6 +14,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from adapters.freed_memory import SETTING_VARS
+
 __all__ = ["SECRET_NAME", "scrubbed_environ"]
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
@@ -42,8 +44,7 @@ _PASS_PREFIXES = (
     "TRITON",
     "VLLM",
     "OMP_",
-    "THP_MEM_ALLOC_ENABLE",  # torch's huge-page allocation and glibc's thresholds: adapters/freed_memory.py
-    "GLIBC_TUNABLES",
+    *SETTING_VARS,  # a user's choice of torch's huge pages and glibc's thresholds (adapters/freed_memory.py)
     "SSL_CERT",
     "AIT_",
 )

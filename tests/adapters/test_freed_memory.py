@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.freed_memory import FREED_MEMORY_ENV
+from adapters.freed_memory import SETTING_VARS
 from adapters.sandbox import child_env, scrubbed_environ
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ _WORK = textwrap.dedent(
 
 
 def _run(side: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if k not in FREED_MEMORY_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in SETTING_VARS}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     if side == "off":  # "on" is what `ait` does: keep_freed_memory() before torch is imported
         env["THP_MEM_ALLOC_ENABLE"] = "0"
@@ -78,7 +78,7 @@ def test_kept_memory_changes_no_sampled_token_loss_or_weight() -> None:
 def test_keep_freed_memory_sets_the_defaults_and_leaves_a_users_choice() -> None:
     code = "import os; from adapters.freed_memory import keep_freed_memory as k; ok = k()\n"
     code += "print(ok, os.environ['THP_MEM_ALLOC_ENABLE'])"
-    env = {k: v for k, v in os.environ.items() if k not in FREED_MEMORY_ENV} | {"PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k not in SETTING_VARS} | {"PYTHONPATH": str(ROOT)}
     default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert default.stdout.split() == ["True" if sys.platform.startswith("linux") else "False", "1"]
     mine = env | {"THP_MEM_ALLOC_ENABLE": "0", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}
@@ -90,7 +90,8 @@ def test_the_local_pod_agent_gets_the_settings_and_the_sandboxed_child_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The forked training child ran 45% slower with them (docs/performance.md): its environment stays bare.
-    assert not set(FREED_MEMORY_ENV) & set(child_env("/sandbox/home", "/tmp", Path(sys.executable)))
-    for name, value in FREED_MEMORY_ENV.items():
+    assert not set(SETTING_VARS) & set(child_env("/sandbox/home", "/tmp", Path(sys.executable)))
+    mine = {"THP_MEM_ALLOC_ENABLE": "1", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1073741824"}
+    for name, value in mine.items():
         monkeypatch.setenv(name, value)
-    assert all(scrubbed_environ()[name] == value for name, value in FREED_MEMORY_ENV.items())
+    assert all(scrubbed_environ()[name] == value for name, value in mine.items())
