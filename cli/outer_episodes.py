@@ -30,7 +30,7 @@ from handlers.episode.projection import EpisodesProjection
 from handlers.episode.resume import resume_point
 from handlers.episode.runner import EpisodeOutcome, EpisodeRunner, EpisodeSetup
 from handlers.episode.setup import opening_messages, template_files
-from handlers.fleet.queue import QueueProjection
+from handlers.fleet.queue import QueueProjection, duration_estimate
 from handlers.ports.policy import AgentPolicy
 from handlers.ports.validator import Validator
 from handlers.reward.baseline_projection import BaselinesProjection
@@ -145,14 +145,17 @@ class OuterEpisodes:
             return  # queued before the crash: the dispatcher has it
         if outcome.job is None or not outcome.bundle:
             raise RuntimeError(f"episode {setup.episode_id}: validated but its job.toml or bundle is missing")
+        model = outcome.job.prime_rl.model
         await self.rt.emit(
             JobQueued(
                 job_id=job_id,
                 episode_id=setup.episode_id,
                 family=setup.spec.family,
-                base_model=outcome.job.prime_rl.model,
+                base_model=model,
                 bundle=outcome.bundle,
                 time_budget_s=float(setup.spec.bounds.time_budget_s),
+                # the longest-first order sorts by it; a kind this run has not finished yet goes by its budget
+                estimate_s=duration_estimate(self.rt.state(QueueProjection), setup.spec.family, model),
             )
         )
 

@@ -30,7 +30,9 @@ class JobQueued(EventBody, frozen=True, kw_only=True):
     base_model: str
     bundle: str  # blob hash of the job bundle (env package, job.toml, task spec)
     time_budget_s: float = 0.0
-    estimate_s: float = 0.0  # predicted wall time on the reference GPU (0: unknown; the budget stands in)
+    # predicted wall time: the run's median for the family and base model so far (handlers.fleet.queue.
+    # duration_estimate); 0: unknown, the time budget stands in. The longest-first order sorts by it.
+    estimate_s: float = 0.0
 
 
 @event("job.assigned")

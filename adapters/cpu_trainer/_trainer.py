@@ -274,15 +274,23 @@ class CpuTrainer:
             await progress(Progress(phase="post_score", message=f"scoring the trained model ({report.stop_reason})"))
             phase = time.monotonic()
             tuned = await self._load_trained(ckpt.path, trained)
-            post = await self._score(tuned, job.family, temperature, limit, isolation=trained.isolation)
-            if dev_eval:
-                dev["dev_post"] = (await self._score_dev(tuned, job.family, temperature)).score
+            post_note = ""
+            if await asyncio.to_thread(_same_weights, tuned.model, ckpt.model):
+                # No update survived (no signal, or rolled back to the base): scoring is seeded and deterministic,
+                # so these weights score exactly what the base scored; the same eval again would only cost time.
+                post, post_note = pre, " (the weights are the base's: its score)"
+                if dev_eval:
+                    dev["dev_post"] = dev["dev_pre"]
+            else:
+                post = await self._score(tuned, job.family, temperature, limit, isolation=trained.isolation)
+                if dev_eval:
+                    dev["dev_post"] = (await self._score_dev(tuned, job.family, temperature)).score
         finally:
             if self.work_root is None:
                 await asyncio.to_thread(shutil.rmtree, work, True)
         timings["post_score"] = time.monotonic() - phase
         timings["total"] = time.monotonic() - started
-        await progress(Progress(phase="post_score", reward=post.score, message=f"post {post.score:.3f}"))
+        await progress(Progress(phase="post_score", reward=post.score, message=f"post {post.score:.3f}{post_note}"))
         return JobResult(
             job_id=job.job_id,
             ok=True,
@@ -363,6 +371,12 @@ class CpuTrainer:
             raise _Failed(
                 "scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}", isolation=isolation
             ) from exc
+
+
+def _same_weights(tuned: Any, base: Any) -> bool:
+    """Whether the trained model's every tensor equals the base model's, bit for bit."""
+    mine, theirs = tuned.state_dict(), base.state_dict()
+    return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
 def _base_key(

@@ -91,7 +91,10 @@ class SamplerPool:
         model = merged_model(self.base_model, state, self.rank)
         # Each version gets its own seed stream: what one version samples does not shift another's.
         seed = self.seed * 1_000_003 + self.loads
-        return TinyPolicy(Checkpoint(name, model, self.tokenizer), seed=seed, window_ms=2.0, max_batch=self.max_batch)
+        # Deepest first: an episode one turn from submitting its job submits it before the others' first turns
+        # are sampled, so its inner job starts while they are (a step's pods used to wait for every first turn).
+        ckpt = Checkpoint(name, model, self.tokenizer)
+        return TinyPolicy(ckpt, seed=seed, window_ms=2.0, max_batch=self.max_batch, deepest_first=True)
 
     async def policy(self, name: str) -> TinyPolicy:
         async with self._loading:

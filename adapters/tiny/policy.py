@@ -4,7 +4,10 @@
 tools with the chat template, samples with the request's ``temperature`` / ``top_p`` /
 ``max_tokens`` (or ``max_completion_tokens``) / ``seed`` / ``stop``, and parses the text into content
 and tool calls. Requests that arrive within ``window_ms`` of each other share one :func:`generate` batch (run in
-a worker thread so the event loop keeps accepting requests; later arrivals form the next batch).
+a worker thread so the event loop keeps accepting requests; later arrivals form the next batch). Waiting
+requests are served in arrival order, or with ``deepest_first`` the one furthest into its conversation first
+(most assistant turns already in it; arrival order among equals): a conversation close to its end finishes
+sooner, and what it ends in (the trainer agent's job submission) can start while the others are still sampled.
 
 Every answered request leaves a :class:`RequestSample` (prompt ids, sampled ids, their log-probs) in
 ``samples``, keyed by ``(session_id, turn)``: the ``X-Session-ID`` header verifiers sends per rollout and
@@ -58,6 +61,9 @@ class _Job:
         self.prompt, self.params, self.future = prompt, params, future
 
 
+_Queued = tuple[int, int, _Job]  # (priority, arrival number, the request): the lowest pair is served first
+
+
 class TinyPolicy:
     """A :class:`~adapters.openai_server.Policy` served by a tiny checkpoint."""
 
@@ -70,6 +76,7 @@ class TinyPolicy:
         seed: int = 0,
         default_max_tokens: int = DEFAULT_SERVER_MAX_TOKENS,
         max_context: int | None = None,
+        deepest_first: bool = False,
     ) -> None:
         self.ckpt = ckpt
         self.window_s = window_ms / 1000.0
@@ -85,7 +92,9 @@ class TinyPolicy:
         self._seeds = torch.Generator().manual_seed(seed)  # seeds for requests that carry none
         self._seq = itertools.count()
         self._stops = stop_token_ids(ckpt.tokenizer)
-        self._queue: asyncio.Queue[_Job] | None = None
+        self.deepest_first = deepest_first
+        self._arrivals = itertools.count()
+        self._queue: asyncio.PriorityQueue[_Queued] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
 
@@ -98,13 +107,13 @@ class TinyPolicy:
         except Exception as exc:  # template errors are the request's fault (odd message shapes)
             raise PolicyError(f"cannot render the conversation: {type(exc).__name__}: {exc}") from None
         params = self.sampling(request, len(prompt))
-        sample = await self._submit(prompt, params)
+        turn = sum(m.role == "assistant" for m in request.messages)
+        sample = await self._submit(prompt, params, turn)
         text = decode_reply(self.ckpt.tokenizer, sample.token_ids)
         stops = [request.stop] if isinstance(request.stop, str) else [s for s in request.stop or [] if s]
         if stops:
             sample, text = self._apply_stop(sample, text, stops)
         parsed = parse_reply(text)
-        turn = sum(m.role == "assistant" for m in request.messages)
         record = RequestSample(
             seq=next(self._seq),
             session_id=request.session_id,
@@ -176,15 +185,16 @@ class TinyPolicy:
         return out
 
     # -- batching ----------------------------------------------------------------------------------
-    async def _submit(self, prompt: list[int], params: SamplingParams) -> Sample:
+    async def _submit(self, prompt: list[int], params: SamplingParams, turn: int) -> Sample:
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._worker is None or self._worker.done():
             self._loop = loop
-            self._queue = asyncio.Queue()
+            self._queue = asyncio.PriorityQueue()
             self._worker = loop.create_task(self._run())
         assert self._queue is not None
         future: asyncio.Future[Sample] = loop.create_future()
-        await self._queue.put(_Job(prompt, params, future))
+        priority = -turn if self.deepest_first else 0
+        await self._queue.put((priority, next(self._arrivals), _Job(prompt, params, future)))
         return await future
 
     async def _run(self) -> None:
@@ -192,18 +202,18 @@ class TinyPolicy:
         queue = self._queue
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await queue.get()]
+            batch = [(await queue.get())[2]]
             deadline = loop.time() + self.window_s
             while len(batch) < self.max_batch:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
                 try:
-                    batch.append(await asyncio.wait_for(queue.get(), remaining))
+                    batch.append((await asyncio.wait_for(queue.get(), remaining))[2])
                 except TimeoutError:
                     break
             while len(batch) < self.max_batch and not queue.empty():
-                batch.append(queue.get_nowait())
+                batch.append(queue.get_nowait()[2])
             live = [job for job in batch if not job.future.cancelled()]
             if not live:
                 continue

@@ -61,6 +61,7 @@ from handlers.episode.projection import EpisodesProjection, EpisodeState
 from handlers.episode.resume import NUDGE, PendingSubmit, ResumePoint
 from handlers.episode.tools import FINISH, run_tool, tool_schemas
 from handlers.episode.workspace import Workspace
+from handlers.fleet.queue import QueueProjection, duration_estimate
 from handlers.ports.policy import AgentPolicy, AgentReply, PolicyError, ToolCall
 from handlers.ports.validator import ProbeReport, Validator, nudge
 
@@ -492,8 +493,14 @@ class EpisodeRunner:
                 base_model=model,
                 bundle=bundle,
                 time_budget_s=self._job_time_budget(setup),
+                estimate_s=self._estimate(setup.spec.family, model),
             )
         )
+
+    def _estimate(self, family: str, model: str) -> float:
+        """The longest-first order's estimate for a new job (0.0, unknown, in a runtime without the queue)."""
+        queue = self.rt.states.get(QueueProjection.name)
+        return 0.0 if queue is None else duration_estimate(queue, family, model)
 
     async def _job_tool(
         self, setup: EpisodeSetup, name: str, args: dict[str, Any], outcome: EpisodeOutcome

@@ -9,6 +9,7 @@ Anything out of order is counted in ``anomalies`` instead of raising: a projecti
 
 from __future__ import annotations
 
+import statistics
 from typing import Final
 
 import msgspec
@@ -24,6 +25,7 @@ __all__ = [
     "QueueProjection",
     "QueueState",
     "active_jobs",
+    "duration_estimate",
     "waiting_jobs",
 ]
 
@@ -39,7 +41,7 @@ class JobEntry(msgspec.Struct, kw_only=True):
     base_model: str
     bundle: str
     time_budget_s: float = 0.0
-    estimate_s: float = 0.0  # predicted duration (0: unknown)
+    estimate_s: float = 0.0  # predicted duration (0: unknown): see duration_estimate
     status: str = "queued"  # queued | assigned | running | succeeded | failed | requeued
     order: int = 0  # seq of job.queued: FIFO position, kept across requeues
     attempts: int = 0  # attempts started so far (the current one included)
@@ -72,6 +74,23 @@ def waiting_jobs(state: QueueState) -> list[JobEntry]:
 def active_jobs(state: QueueState) -> list[JobEntry]:
     """Jobs with an open attempt, by job id."""
     return sorted([j for j in state.jobs.values() if j.status in ACTIVE], key=lambda j: j.job_id)
+
+
+def duration_estimate(state: QueueState, family: str, base_model: str) -> float:
+    """What a new job of ``family`` on ``base_model`` will take, from this run's own history: the median wall
+    time (start to success) of its succeeded jobs of the same family and base model; 0.0 (unknown) when none.
+
+    Recorded in ``job.queued`` so the longest-first order (handlers/fleet/policy.py) has something to sort by:
+    without it every job of a run carried the same time budget and the order fell back to FIFO, and a step of
+    the CPU replica ended with one long job running alone on one of its two pods (docs/performance.md,
+    "Longest job first, from the run's own history").
+    """
+    walls = [
+        j.finished_ts - j.started_ts
+        for j in state.jobs.values()
+        if j.status == "succeeded" and j.family == family and j.base_model == base_model and j.started_ts > 0
+    ]
+    return round(statistics.median(walls), 3) if walls else 0.0
 
 
 class QueueProjection(Projection[QueueState]):

@@ -239,14 +239,10 @@ async def test_a_collapsed_batch_rolls_back_to_the_last_healthy_weights(
     assert all(torch.equal(weights[1][k], v) for k, v in weights[3].items())
 
 
-async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
-    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The base's hidden-eval score is the same for every job that starts from it (same tasks, same seed):
-    the second job on the pod reuses it; a different eval setting is scored again. (Training is faked: what is
-    checked is which scores are taken.)"""
+def _faked_training(monkeypatch: pytest.MonkeyPatch, weights: Path) -> list[str]:
+    """Training faked (the child "returns" ``weights``) and the hidden eval counted: the names scored, in order."""
     import adapters.tiny.scorer
-    from adapters.cpu_trainer import CpuTrainer, _trainer
+    from adapters.cpu_trainer import _trainer
     from adapters.cpu_trainer._loop import TrainReport
     from adapters.cpu_trainer._supervise import ChildOutcome
 
@@ -259,7 +255,6 @@ async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
 
     async def fake_train(**kwargs: object) -> ChildOutcome:
         report = TrainReport(steps=[], stop_reason="max_steps", rollbacks=0, rollout_seconds=0.0, learn_seconds=0.0)
-        weights = random_checkpoint / "model.safetensors"  # "trained" = the base weights
         return ChildOutcome(
             report=report, weights=weights, isolation="none", note="", uid=None, rlimits={}, setup_seconds=0.0,
             wall_seconds=0.0,
@@ -267,6 +262,32 @@ async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
 
     monkeypatch.setattr(adapters.tiny.scorer, "score_hidden", counting_score)
     monkeypatch.setattr(_trainer, "train_in_child", fake_train)
+    return scored
+
+
+def _nudged_weights(base: Path, out: Path) -> Path:
+    """The base checkpoint's weights with one tensor moved a little: a "trained" model unlike its base."""
+    import torch
+    from safetensors.torch import save_model
+
+    from adapters.tiny.model import load_checkpoint
+
+    ckpt = load_checkpoint(base)
+    with torch.no_grad():
+        next(iter(ckpt.model.parameters())).add_(1e-3)
+    save_model(ckpt.model, str(out))
+    return out
+
+
+async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base's hidden-eval score is the same for every job that starts from it (same tasks, same seed):
+    the second job on the pod reuses it; a different eval setting is scored again. (Training is faked: what is
+    checked is which scores are taken.)"""
+    from adapters.cpu_trainer import CpuTrainer
+
+    scored = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "trained.safetensors"))
     trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold")  # no child runs: no zygote
     seen: list[Progress] = []
 
@@ -282,3 +303,38 @@ async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
     trainer.eval_limit = 1  # another eval setting: another pre-score
     third = await trainer.run(bundle(tmp_path / "c", str(random_checkpoint)), record)
     assert third.ok and len(scored) == 5
+
+
+async def test_weights_that_never_left_the_base_take_the_base_score_without_scoring_again(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job whose training changed nothing (no signal, or rolled back to the base) ends with the base's exact
+    weights: the seeded eval would score them exactly as the base, so the base's score is taken; a job whose
+    weights moved by the least amount is scored again."""
+    from adapters.cpu_trainer import CpuTrainer
+
+    scored = _faked_training(monkeypatch, random_checkpoint / "model.safetensors")  # "trained" = the base
+    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold")
+    seen: list[Progress] = []
+
+    async def record(p: Progress) -> None:
+        seen.append(p)
+
+    same = await trainer.run(bundle(tmp_path / "a", str(random_checkpoint)), record)
+    assert same.ok and same.post == same.pre and len(scored) == 1  # the pre-score only
+    assert any("the weights are the base's" in p.message for p in seen if p.phase == "post_score")
+    # The premise, checked: the same weights scored again (the shortcut turned off) give exactly the base's score.
+    from adapters.cpu_trainer import _trainer
+
+    monkeypatch.setattr(_trainer, "_same_weights", lambda tuned, base: False)
+    again = await CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold").run(
+        bundle(tmp_path / "b", str(random_checkpoint)), record
+    )
+    assert again.ok and again.post == same.pre and len(scored) == 3  # pre and post scored this time
+    # and weights moved by the least amount are scored, not taken as the base's
+    monkeypatch.undo()
+    scored_moved = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "moved.safetensors"))
+    moved = await CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold").run(
+        bundle(tmp_path / "c", str(random_checkpoint)), record
+    )
+    assert moved.ok and len(scored_moved) == 2

@@ -202,3 +202,40 @@ async def test_stop_string_cuts_text_tokens_and_logprobs(micro_ckpt):
     assert row.finish_reason == "stop"
     assert stop not in (cut.content or "") and (free.content or "").startswith((cut.content or "").strip())
     await policy.aclose()
+
+
+def _conversation(session: str, turns: int, seed: int) -> ChatRequest:
+    """A request ``turns`` assistant turns into its conversation."""
+    messages = [Message(role="user", content="Start with 3.")]
+    for t in range(turns):
+        messages += [Message(role="assistant", content=f"step {t}"), Message(role="user", content="go on")]
+    return ChatRequest(model="tiny", messages=messages, max_tokens=3, seed=seed, session_id=session)
+
+
+async def _served_order(ckpt, *, deepest_first: bool) -> tuple[list[str], dict[str, list[int]]]:
+    """Which of four waiting requests the one-at-a-time worker serves in which order, and what each sampled."""
+    from adapters.tiny.policy import TinyPolicy
+
+    policy = TinyPolicy(ckpt, max_batch=1, deepest_first=deepest_first)
+    depth = {"first": 0, "a": 0, "b": 2, "c": 1}  # "first" occupies the worker while the others queue up
+    policy.model_lock.acquire()  # the worker's first generate waits here, so the other three wait in the queue
+    try:
+        tasks = [asyncio.create_task(policy.respond(_conversation("first", 0, seed=0)))]
+        await asyncio.sleep(0.2)
+        for i, s in enumerate(("a", "b", "c"), start=1):
+            tasks.append(asyncio.create_task(policy.respond(_conversation(s, depth[s], seed=i))))
+        await asyncio.sleep(0.2)
+    finally:
+        policy.model_lock.release()
+    await asyncio.gather(*tasks)
+    await policy.aclose()
+    order = sorted(policy.samples.values(), key=lambda r: r.seq)
+    return [str(r.session_id) for r in order], {str(r.session_id): r.token_ids for r in order}
+
+
+async def test_deepest_first_serves_the_request_furthest_into_its_conversation_first(micro_ckpt):
+    arrival, arrival_tokens = await _served_order(micro_ckpt, deepest_first=False)
+    assert arrival == ["first", "a", "b", "c"]  # the baseline: the queue really held all three, served FIFO
+    deepest, deepest_tokens = await _served_order(micro_ckpt, deepest_first=True)
+    assert deepest == ["first", "b", "c", "a"]  # 2 turns in, then 1, then 0
+    assert deepest_tokens == arrival_tokens  # the order changes nothing a request samples (seeded per request)

@@ -19,7 +19,7 @@ from events import (
     JobSucceeded,
     Recorded,
 )
-from handlers.fleet.queue import FINAL, QueueProjection, QueueState, active_jobs, waiting_jobs
+from handlers.fleet.queue import FINAL, QueueProjection, QueueState, active_jobs, duration_estimate, waiting_jobs
 
 Q = QueueProjection()
 
@@ -63,6 +63,39 @@ def test_a_requeued_job_waits_again_and_a_stale_outcome_changes_nothing() -> Non
     assert [w.job_id for w in waiting_jobs(s)] == ["j"] and s.anomalies == 1
     s = Q.apply(s, Recorded(9, 9.0, JobAssigned(key="r:9", job_id="j", pod_id="p1", attempt=2)))
     assert [a.job_id for a in active_jobs(s)] == ["j"] and s.jobs["j"].cursor == 0
+
+
+def _timed(job: str, family: str, model: str, start: float, end: float, *, ok: bool = True) -> list[Recorded]:
+    outcome: EventBody = (
+        JobSucceeded(key=f"{job}:1", job_id=job, pre=0.0, post=0.1, train_seconds=1.0)
+        if ok
+        else JobFailed(key=f"{job}:1", job_id=job, reason="trainer_crash")
+    )
+    return [
+        Recorded(0, start - 1, JobQueued(job_id=job, episode_id="e", family=family, base_model=model, bundle="b")),
+        Recorded(0, start, JobAssigned(key=f"{job}:1", job_id=job, pod_id="p0", attempt=1)),
+        Recorded(0, start, JobStarted(job_id=job, pod_id="p0")),
+        Recorded(0, end, outcome),
+    ]
+
+
+def test_the_duration_estimate_is_the_median_wall_of_the_same_family_and_model() -> None:
+    events = [
+        *_timed("a", "ledger", "big", 10.0, 58.0),  # 48 s
+        *_timed("b", "ledger", "big", 100.0, 150.0),  # 50 s
+        *_timed("c", "ledger", "big", 200.0, 400.0),  # 200 s: an outlier the median shrugs off
+        *_timed("d", "ledger", "small", 1.0, 21.0),  # another model
+        *_timed("e", "calc", "big", 1.0, 27.0),  # another family
+        *_timed("f", "ledger", "big", 1.0, 900.0, ok=False),  # failed: not a duration of the work
+    ]
+    s = Q.fold(Recorded(i, r.ts, r.event) for i, r in enumerate(events))
+    assert s.anomalies == 0
+    assert duration_estimate(s, "ledger", "big") == 50.0
+    assert duration_estimate(s, "ledger", "small") == 20.0
+    assert duration_estimate(s, "calc", "big") == 26.0
+    assert duration_estimate(s, "calc", "small") == 0.0  # never finished here: unknown
+    running = Q.fold(Recorded(i, r.ts, r.event) for i, r in enumerate(_timed("g", "x", "m", 5.0, 9.0)[:3]))
+    assert duration_estimate(running, "x", "m") == 0.0  # still running: no duration yet
 
 
 def test_final_states_are_final() -> None:
