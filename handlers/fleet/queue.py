@@ -83,7 +83,7 @@ def duration_estimate(state: QueueState, family: str, base_model: str) -> float:
     Recorded in ``job.queued`` so the longest-first order (handlers/fleet/policy.py) has something to sort by:
     without it every job of a run carried the same time budget and the order fell back to FIFO, and a step of
     the CPU replica ended with one long job running alone on one of its two pods (docs/performance.md,
-    "Longest job first, from the run's own history").
+    "The replica's idle cores").
     """
     walls = [
         j.finished_ts - j.started_ts
