@@ -14,7 +14,9 @@ trains on the env with in-process verifiers rollouts, and post-scores. Runs:
     .venv/bin/python benchmarks/cpu_job.py [--families calc_chain,string_pipeline,ledger] [--model tiny-0.6b]
         [--seed 0] [--steps 60] [--batch 32] [--group 8] [--lr 1e-5] [--threads 1] [--no-repeat] [--json out.json]
 
-Prints one line per step and a summary table (pre, post, uplift, wall seconds and its split).
+Prints one line per step and a summary table (pre, post, uplift, wall seconds and its split). The machine's
+score memo (``adapters.tiny.score_memo``) is off here: each trainer's first job scores its base, as on a machine
+that never scored it, so the figures stay comparable from run to run.
 
 ``--paths cold,warm --jobs N`` instead compares the training child's two start-up paths side by side in one
 run: ``N`` identical jobs (the first family, the reference env, the job's own sizes; the replica's are
@@ -48,11 +50,13 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.cpu_trainer import CpuTrainer  # noqa: E402
 from adapters.sandbox import tree_cpu_seconds  # noqa: E402
+from adapters.tiny.score_memo import ScoreMemo  # noqa: E402
 from handlers.ports.inner_trainer import JobBundle, JobResult, Progress  # noqa: E402
 
 ENVS = ROOT / "fixtures" / "envs"
 TASKS = ROOT / "examples" / "tasks"
 QWEN = {"tiny-0.6b": "Qwen/Qwen3-0.6B", "tiny-1.7b": "Qwen/Qwen3-1.7B"}
+_NO_MEMO = ScoreMemo(None)  # every trainer's first job scores its base (module docstring)
 
 
 class Run(msgspec.Struct, kw_only=True):
@@ -107,7 +111,9 @@ async def run_job(label: str, family: str, env_id: str, env_dir: Path, args: arg
             print(f"  [{label}] {p.phase}: {p.reward:.3f}")
         sys.stdout.flush()
 
-    trainer = CpuTrainer(seed=args.seed, threads=args.threads, eval_limit=args.eval_limit, kl_coef=args.kl)
+    trainer = CpuTrainer(
+        seed=args.seed, threads=args.threads, eval_limit=args.eval_limit, kl_coef=args.kl, score_memo=_NO_MEMO
+    )
     with tempfile.TemporaryDirectory(prefix="cpu-job-") as tmp:
         bundle = write_bundle(Path(tmp), family, env_id, env_dir, args)
         started = time.monotonic()
@@ -186,7 +192,12 @@ async def compare_paths(args: argparse.Namespace) -> int:
         for path in paths:
             work = Path(tmp) / f"work-{path}"
             trainer = CpuTrainer(
-                seed=args.seed, threads=args.threads, eval_limit=args.eval_limit, work_root=work, child_path=path
+                seed=args.seed,
+                threads=args.threads,
+                eval_limit=args.eval_limit,
+                work_root=work,
+                child_path=path,
+                score_memo=_NO_MEMO,
             )
             zygote = None
             if path == "warm":

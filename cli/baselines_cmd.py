@@ -51,17 +51,20 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def make_score_fn(args: argparse.Namespace) -> tuple[Any, str]:
     """(the ScoreFn, a line saying what it runs on); exits 2 with a message when it cannot run here."""
     if args.inner == "cpu":
-        return cpu_score_fn(seed=args.seed, limit=args.limit), CPU_SCORED_BY
+        return cpu_score_fn(seed=args.seed, limit=args.limit, fresh=args.force), CPU_SCORED_BY
     return _gpu_score_fn(args), f"gpu: vLLM ({args.vllm}) + vf-eval ({args.vf_eval}) on this machine"
 
 
 CPU_SCORED_BY = "cpu: tiny Qwen3-architecture checkpoints in process (adapters.tiny)"
 
 
-def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
+def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None, fresh: bool = False) -> Any:
     """Score a tiny checkpoint on a family's hidden eval, as the CPU trainer scores its pre and post.
 
-    ``on_turn(family, model)``, when given, returns the scorer's per-turn callback for that pair (progress)."""
+    ``on_turn(family, model)``, when given, returns the scorer's per-turn callback for that pair (progress).
+    Each score is kept in this machine's score memo (``adapters.tiny.score_memo``), where the CPU trainer's
+    pods find it as their jobs' pre-score; a score already there is taken from it unless ``fresh``."""
+    from adapters.tiny.score_memo import ScoreMemo, memo_key
     from handlers.reward.baselines import BaselineEntry
 
     try:
@@ -70,7 +73,10 @@ def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
         from adapters.tiny.model import load_checkpoint
         from adapters.tiny.scorer import score_hidden
 
+    from adapters.tiny.scorer import EVAL_TEMPERATURE
+
     cache: dict[str, Any] = {}
+    memo = ScoreMemo.from_env()
 
     async def score(family: str, model: str) -> BaselineEntry:
         import asyncio
@@ -82,8 +88,13 @@ def cpu_score_fn(*, seed: int, limit: int | None, on_turn: Any = None) -> Any:
         torch.set_num_threads(1)
         if model not in cache:
             cache[model] = load_checkpoint(model)  # "Qwen/Qwen3-0.6B" resolves to its tiny stand-in
-        hook = on_turn(family, model) if on_turn is not None else None
-        report = await asyncio.to_thread(score_hidden, cache[model], family, seed=seed, limit=limit, on_turn=hook)
+        ckpt = cache[model]
+        key = memo_key(ckpt, split="hidden", family=family, temperature=EVAL_TEMPERATURE, seed=seed, limit=limit)
+        report = None if fresh else memo.get(key)
+        if report is None:
+            hook = on_turn(family, model) if on_turn is not None else None
+            report = await asyncio.to_thread(score_hidden, ckpt, family, seed=seed, limit=limit, on_turn=hook)
+            memo.put(key, report)
         sampling = (
             f"T={report.temperature:g}, top_p={report.top_p:g}, max_tokens={report.max_tokens}, "
             f"max_turns={report.max_turns}, seed={report.seed}, n={report.n}"

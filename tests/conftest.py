@@ -38,6 +38,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def _baselines_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # Frozen baselines default to ~/.config/ait/baselines: a test must never read or write the developer's.
     monkeypatch.setenv("AIT_BASELINES_DIR", str(tmp_path_factory.mktemp("baselines")))
+    # Base-model scores are memoised in ~/.cache/ait/scores (adapters.tiny.score_memo): each test starts with an
+    # empty memo of its own, so no test is served a score another test (or the developer) took.
+    monkeypatch.setenv("AIT_SCORE_MEMO_DIR", str(tmp_path_factory.mktemp("score-memo")))
 
 
 @pytest.fixture(autouse=True)

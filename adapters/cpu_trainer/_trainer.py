@@ -12,7 +12,8 @@ those weights and score again (``post``). This process never imports the agent's
 does can touch the scorer. Scores come from the tiny helper's in-process scorer (the hidden tasks, as many as
 the task spec's ``eval.size`` (200) or the ``eval_limit`` option says, sampled at the eval temperature, seeded),
 never from the agent's rubric: the hidden eval is the judge. The base model's ``pre`` score is computed once per
-trainer (a warm pod) for the same checkpoint file, family, hidden set and settings, and reused by its later jobs.
+machine for the same checkpoint bytes, family, hidden set, settings and code (:mod:`adapters.tiny.score_memo`,
+which ``ait baselines --inner cpu`` fills too), and reused by every later job of every pod.
 
 Failures are classified as the port says: a job.toml or model that cannot be used is ``config_error``; an
 env that does not load, or whose rollouts mostly fail, or that kills its process, is ``env_crash``; a bug
@@ -34,6 +35,7 @@ import structlog
 import torch
 
 from adapters.sandbox import IsolationPlan, Mode, WeakIsolation, detect_isolation, require_confinement
+from adapters.tiny.score_memo import ScoreMemo, memo_key
 from families.spec import TaskSpec, validate_spec
 from handlers.episode.job_config import JobConfigError, load_job_config
 from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
@@ -82,6 +84,7 @@ class CpuTrainer:
         batch_size: int | None = None,
         unsafe_no_sandbox: bool = False,
         child_path: Literal["warm", "cold"] = "warm",
+        score_memo: ScoreMemo | None = None,
     ) -> None:
         self.lr_scale = lr_scale
         self.seed = seed
@@ -106,10 +109,13 @@ class CpuTrainer:
         if child_path not in _CHILD_PATHS:
             raise ValueError(f"cpu trainer: child_path={child_path!r}; expected one of {_CHILD_PATHS}")
         self.child_path = child_path
-        # The untrained base's scores, per (checkpoint file, family, eval settings, eval key): every job on this pod
-        # that starts from the same base gets the same pre-score (same tasks, same seed), so it is taken once.
-        # A multi-job episode's later jobs, and an outer loop's many jobs per base, skip a whole eval each.
-        self._base_scores: dict[tuple[object, ...], tuple[Any, dict[str, float]]] = {}
+        # Scores by adapters.tiny.score_memo's key (the weights' bytes, the checkpoint's files, family, eval
+        # settings, eval key, code): the same weights get the same score (same tasks, same seed), so each is taken
+        # once per pod (this dict, also with the memo off) and once per machine (the memo on disk, which
+        # `ait baselines --inner cpu` fills too). Every job from the same base skips the base's eval, and a job
+        # that trained to weights scored before skips its post-score's.
+        self.score_memo = ScoreMemo.from_env() if score_memo is None else score_memo
+        self._scores: dict[str, Any] = {}
 
     async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
         started = time.monotonic()
@@ -180,27 +186,17 @@ class CpuTrainer:
 
         await progress(Progress(phase="pre_score", message=f"scoring {ckpt.name} on the {job.family} hidden eval"))
 
-        async def pre_score() -> tuple[Any, dict[str, float]]:
+        async def pre_score() -> tuple[Any, str | None, dict[str, float]]:
             phase = time.monotonic()
-            try:
-                base_key = _base_key(base_dir, job.family, temperature, self.eval_seed, limit, dev_eval)
-            except Exception:  # no key or no weights file here: the scoring below reports it, uncached
-                base_key = None
-            cached = None if base_key is None else self._base_scores.get(base_key)
-            if cached is None:
-                pre = await self._score(ckpt, job.family, temperature, limit)
-                dev: dict[str, float] = {}
-                if dev_eval:
-                    dev["dev_pre"] = (await self._score_dev(ckpt, job.family, temperature)).score
-                if base_key is not None:
-                    self._base_scores[base_key] = (pre, dev)
-                note = ""
-            else:
-                pre, dev = cached
-                note = " (this base's score, taken by an earlier job on this pod)"
+            pre, key, taken = await self._memo_score("hidden", ckpt, job.family, temperature, limit)
+            dev: dict[str, float] = {}
+            if dev_eval:
+                dev_pre, _, _ = await self._memo_score("dev", ckpt, job.family, temperature, self.eval_limit)
+                dev["dev_pre"] = dev_pre.score
             timings["pre_score"] = time.monotonic() - phase
+            note = {"": "", "pod": _ON_POD, "machine": _ON_MACHINE}[taken].format(what="this base's score")
             await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}{note}"))
-            return pre, dict(dev)
+            return pre, key, dev
 
         # The pre-score and the training are independent (both start from the base checkpoint; the child trains
         # its own copy), so they run at once: on a 2-core machine the child's start-up (torch, transformers and
@@ -264,7 +260,7 @@ class CpuTrainer:
             except BaseException:
                 scoring.cancel()
                 raise
-            pre, dev = await scoring
+            pre, pre_key, dev = await scoring
             report = trained.report
             timings["train_setup"] = max(0.0, trained.wall_seconds - report.rollout_seconds - report.learn_seconds)
             timings["rollouts"] = report.rollout_seconds
@@ -274,17 +270,21 @@ class CpuTrainer:
             await progress(Progress(phase="post_score", message=f"scoring the trained model ({report.stop_reason})"))
             phase = time.monotonic()
             tuned = await self._load_trained(ckpt.path, trained)
-            post_note = ""
-            if await asyncio.to_thread(_same_weights, tuned.model, ckpt.model):
-                # No update survived (no signal, or rolled back to the base): scoring is seeded and deterministic,
-                # so these weights score exactly what the base scored; the same eval again would only cost time.
-                post, post_note = pre, " (the weights are the base's: its score)"
-                if dev_eval:
-                    dev["dev_post"] = dev["dev_pre"]
+            # Scoring is seeded and deterministic, so weights scored before score what they scored then: a job
+            # whose training changed nothing (no signal, or rolled back) ends with the base's weights, and jobs
+            # with the same job.toml, env and base train to the same weights. The memo finds them by their bytes.
+            post, post_key, taken = await self._memo_score(
+                "hidden", tuned, job.family, temperature, limit, isolation=trained.isolation
+            )
+            if post_key is not None and post_key == pre_key:
+                post_note = " (the weights are the base's: its score)"
             else:
-                post = await self._score(tuned, job.family, temperature, limit, isolation=trained.isolation)
-                if dev_eval:
-                    dev["dev_post"] = (await self._score_dev(tuned, job.family, temperature)).score
+                post_note = {"": "", "pod": _ON_POD, "machine": _ON_MACHINE}[taken].format(what="these weights' score")
+            if dev_eval:
+                dev_post, _, _ = await self._memo_score(
+                    "dev", tuned, job.family, temperature, self.eval_limit, isolation=trained.isolation
+                )
+                dev["dev_post"] = dev_post.score
         finally:
             if self.work_root is None:
                 await asyncio.to_thread(shutil.rmtree, work, True)
@@ -347,6 +347,40 @@ class CpuTrainer:
                 isolation=trained.isolation,
             ) from exc
 
+    async def _memo_score(
+        self,
+        split: Literal["hidden", "dev"],
+        ckpt: Any,
+        family: str,
+        temperature: float,
+        limit: int | None,
+        *,
+        isolation: str = "",
+    ) -> tuple[Any, str | None, Literal["", "pod", "machine"]]:
+        """The loaded checkpoint's score, its memo key (None: not memoisable here) and where it was taken: from
+        this pod's earlier jobs, this machine's memo (adapters.tiny.score_memo), or "" when scored now."""
+        try:
+            key: str | None = await asyncio.to_thread(
+                memo_key, ckpt, split=split, family=family, temperature=temperature, seed=self.eval_seed, limit=limit
+            )
+        except Exception:  # no eval key or no directory here: the scoring below reports it, unmemoised
+            key = None
+        if key is not None and key in self._scores:
+            return self._scores[key], key, "pod"
+        found = None if key is None else await asyncio.to_thread(self.score_memo.get, key)
+        taken: Literal["", "pod", "machine"] = "machine"
+        if found is None:
+            taken = ""
+            if split == "hidden":
+                found = await self._score(ckpt, family, temperature, limit, isolation=isolation)
+            else:
+                found = await self._score_dev(ckpt, family, temperature)
+            if key is not None:
+                await asyncio.to_thread(self.score_memo.put, key, found)
+        if key is not None:
+            self._scores[key] = found
+        return found, key, taken
+
     async def _score_dev(self, ckpt: Any, family: str, temperature: float) -> Any:
         """The dev-split score a multi-job episode's ``job_result`` shows (never the hidden score)."""
         from adapters.tiny.scorer import score_dev
@@ -371,34 +405,6 @@ class CpuTrainer:
             raise _Failed(
                 "scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}", isolation=isolation
             ) from exc
-
-
-def _same_weights(tuned: Any, base: Any) -> bool:
-    """Whether the trained model's every tensor equals the base model's, bit for bit."""
-    mine, theirs = tuned.state_dict(), base.state_dict()
-    return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
-
-
-def _base_key(
-    path: Path, family: str, temperature: float, seed: int, limit: int | None, dev_eval: bool
-) -> tuple[object, ...]:
-    """What a base model's pre-score depends on: the checkpoint file (a rebuilt one has another size or mtime),
-    the family's hidden set (the eval key), and the scoring settings."""
-    from families import current_key
-
-    weights = path / "model.safetensors"
-    stat = weights.stat()
-    return (
-        str(weights.resolve()),
-        stat.st_size,
-        stat.st_mtime_ns,
-        family,
-        current_key().fingerprint,
-        temperature,
-        seed,
-        limit,
-        dev_eval,
-    )
 
 
 def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:
@@ -512,8 +518,11 @@ _OPTIONS: dict[str, type] = {
     "batch_size": int,
     "unsafe_no_sandbox": str,
     "child_path": str,
+    "score_memo": str,
 }
 _CHILD_PATHS = ("warm", "cold")
+_ON_POD = " ({what}, taken by an earlier job on this pod)"
+_ON_MACHINE = " ({what}, taken before on this machine)"
 _ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 
@@ -532,6 +541,8 @@ def make_trainer(options: Mapping[str, str]) -> CpuTrainer:
         raise ValueError(f"cpu trainer: isolation={kwargs['isolation']!r}; expected one of {_ISOLATIONS}")
     if "isolation" in kwargs:
         kwargs["isolation"] = cast(Mode, kwargs["isolation"])
+    if "score_memo" in kwargs:  # a directory, or "off"
+        kwargs["score_memo"] = ScoreMemo.at(kwargs["score_memo"])
     if "unsafe_no_sandbox" in kwargs:
         flag = kwargs["unsafe_no_sandbox"].lower()
         if flag not in ("0", "1", "true", "false"):

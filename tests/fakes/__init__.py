@@ -53,7 +53,9 @@ def fake_cpu_baselines(monkeypatch: pytest.MonkeyPatch, score_of: Callable[[str]
     first-use freeze) with ``score_of(model)``; returns the (family, model) pairs it is asked to score."""
     calls: list[tuple[str, str]] = []
 
-    def factory(*, seed: int, limit: int | None, on_turn: object = None) -> Callable[[str, str], object]:
+    def factory(
+        *, seed: int, limit: int | None, on_turn: object = None, fresh: bool = False
+    ) -> Callable[[str, str], object]:
         async def score(family: str, model: str) -> BaselineEntry:
             calls.append((family, model))
             return BaselineEntry(score=score_of(model), n=limit or 200, sampling="T=1")

@@ -10,11 +10,16 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from handlers.ports.inner_trainer import InnerTrainer, JobBundle, Progress
 from tests.contracts.inner_trainer_contract import InnerTrainerContract, Outcome, run_job
+
+if TYPE_CHECKING:
+    from adapters.cpu_trainer import CpuTrainer
+    from adapters.tiny.score_memo import ScoreMemo
 
 # find_spec, not importorskip: collection must not import verifiers (issue 18).
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None, reason="verifiers is not installed")
@@ -265,8 +270,8 @@ def _faked_training(monkeypatch: pytest.MonkeyPatch, weights: Path) -> list[str]
     return scored
 
 
-def _nudged_weights(base: Path, out: Path) -> Path:
-    """The base checkpoint's weights with one tensor moved a little: a "trained" model unlike its base."""
+def _nudged_weights(base: Path, out: Path, by: float = 1e-3) -> Path:
+    """The base checkpoint's weights with one tensor moved by ``by``: a "trained" model unlike its base."""
     import torch
     from safetensors.torch import save_model
 
@@ -274,21 +279,30 @@ def _nudged_weights(base: Path, out: Path) -> Path:
 
     ckpt = load_checkpoint(base)
     with torch.no_grad():
-        next(iter(ckpt.model.parameters())).add_(1e-3)
+        next(iter(ckpt.model.parameters())).add_(by)
     save_model(ckpt.model, str(out))
     return out
 
 
-async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
-    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The base's hidden-eval score is the same for every job that starts from it (same tasks, same seed):
-    the second job on the pod reuses it; a different eval setting is scored again. (Training is faked: what is
-    checked is which scores are taken.)"""
+def _pod(memo: ScoreMemo | None = None) -> CpuTrainer:
+    """A trainer as a pod has it (no child runs in these tests: training is faked, so no zygote either)."""
     from adapters.cpu_trainer import CpuTrainer
 
-    scored = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "trained.safetensors"))
-    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold")  # no child runs: no zygote
+    return CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold", score_memo=memo)
+
+
+async def test_the_same_weights_are_scored_once_per_pod(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base's hidden-eval score is the same for every job that starts from it, and trained weights equal to
+    weights scored before score the same (same tasks, same seed): the pod's second job takes both; other trained
+    weights, and another eval setting, are scored. (Training is faked: what is checked is which scores are
+    taken.) The machine's memo is off: this is the pod's own."""
+    from adapters.tiny.score_memo import ScoreMemo
+
+    weights = _nudged_weights(random_checkpoint, tmp_path / "trained.safetensors")
+    scored = _faked_training(monkeypatch, weights)
+    trainer = _pod(ScoreMemo(None))
     seen: list[Progress] = []
 
     async def record(p: Progress) -> None:
@@ -297,12 +311,66 @@ async def test_jobs_on_one_pod_from_the_same_base_take_its_pre_score_once(
     first = await trainer.run(bundle(tmp_path / "a", str(random_checkpoint)), record)
     second = await trainer.run(bundle(tmp_path / "b", str(random_checkpoint)), record)
     assert first.ok and second.ok, (first.detail, second.detail)
-    assert second.pre == first.pre
-    assert len(scored) == 3  # the base once, then each job's post-score
-    assert any("taken by an earlier job" in p.message for p in seen)
-    trainer.eval_limit = 1  # another eval setting: another pre-score
+    assert (second.pre, second.post) == (first.pre, first.post)
+    assert len(scored) == 2  # the base, and the trained weights, once each
+    notes = [p.message for p in seen[len(seen) // 2 :]]
+    assert any("this base's score, taken by an earlier job on this pod" in m for m in notes)
+    assert any("these weights' score, taken by an earlier job on this pod" in m for m in notes)
+    _nudged_weights(random_checkpoint, weights, by=2e-3)  # the next job trains to other weights
     third = await trainer.run(bundle(tmp_path / "c", str(random_checkpoint)), record)
-    assert third.ok and len(scored) == 5
+    assert third.ok and third.pre == first.pre and len(scored) == 3  # its post-score only
+    trainer.eval_limit = 1  # another eval setting: another pre-score and post-score
+    fourth = await trainer.run(bundle(tmp_path / "d", str(random_checkpoint)), record)
+    assert fourth.ok and len(scored) == 5
+
+
+async def test_a_new_pod_takes_the_scores_this_machine_took_before(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine's score memo: a second trainer (another pod of the fleet, a later `ait episode`) with the same
+    memo takes the base's score and the same trained weights' score from it without scoring; a trainer without
+    it scores the same numbers."""
+    from adapters.tiny.score_memo import ScoreMemo
+
+    scored = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "trained.safetensors"))
+    memo = ScoreMemo(tmp_path / "memo")
+    seen: list[Progress] = []
+
+    async def record(p: Progress) -> None:
+        seen.append(p)
+
+    first = await _pod(memo).run(bundle(tmp_path / "a", str(random_checkpoint)), record)
+    assert first.ok and len(scored) == 2  # pre and post
+    assert len(list((tmp_path / "memo").rglob("*.json"))) == 2
+    second = await _pod(memo).run(bundle(tmp_path / "b", str(random_checkpoint)), record)
+    assert second.ok and (second.pre, second.post) == (first.pre, first.post) and len(scored) == 2
+    assert any("this base's score, taken before on this machine" in p.message for p in seen)
+    assert any("these weights' score, taken before on this machine" in p.message for p in seen)
+    third = await _pod(ScoreMemo(None)).run(bundle(tmp_path / "c", str(random_checkpoint)), record)
+    assert third.ok and (third.pre, third.post) == (first.pre, first.post)  # scored again: the same numbers
+    assert len(scored) == 4
+
+
+async def test_a_pod_takes_the_pre_score_ait_baselines_took(
+    tmp_path: Path, random_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ait baselines --inner cpu` scores each base at the settings a job's pre-score uses and leaves the score
+    in the machine's memo: the pod's first job takes it from there, and it is the number a pod scores itself."""
+    from adapters.tiny.score_memo import ScoreMemo
+    from cli.baselines_cmd import cpu_score_fn
+
+    entry = await cpu_score_fn(seed=0, limit=2)("calc_chain", str(random_checkpoint))
+    scored = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "trained.safetensors"))
+    seen: list[Progress] = []
+
+    async def record(p: Progress) -> None:
+        seen.append(p)
+
+    taken = await _pod().run(bundle(tmp_path / "a", str(random_checkpoint)), record)  # this test's machine memo
+    assert taken.ok and taken.pre == entry.score and len(scored) == 1  # the post-score only
+    assert any("this base's score, taken before on this machine" in p.message for p in seen)
+    alone = await _pod(ScoreMemo(None)).run(bundle(tmp_path / "b", str(random_checkpoint)), record)
+    assert alone.ok and alone.pre == entry.score and len(scored) == 3
 
 
 async def test_weights_that_never_left_the_base_take_the_base_score_without_scoring_again(
@@ -311,30 +379,30 @@ async def test_weights_that_never_left_the_base_take_the_base_score_without_scor
     """A job whose training changed nothing (no signal, or rolled back to the base) ends with the base's exact
     weights: the seeded eval would score them exactly as the base, so the base's score is taken; a job whose
     weights moved by the least amount is scored again."""
-    from adapters.cpu_trainer import CpuTrainer
+    from adapters.cpu_trainer import _trainer
+    from adapters.tiny.score_memo import ScoreMemo
 
     scored = _faked_training(monkeypatch, random_checkpoint / "model.safetensors")  # "trained" = the base
-    trainer = CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold")
+    no_memo = ScoreMemo(None)  # a pod on a machine that never scored this base
     seen: list[Progress] = []
 
     async def record(p: Progress) -> None:
         seen.append(p)
 
-    same = await trainer.run(bundle(tmp_path / "a", str(random_checkpoint)), record)
+    same = await _pod(no_memo).run(bundle(tmp_path / "a", str(random_checkpoint)), record)
     assert same.ok and same.post == same.pre and len(scored) == 1  # the pre-score only
     assert any("the weights are the base's" in p.message for p in seen if p.phase == "post_score")
-    # The premise, checked: the same weights scored again (the shortcut turned off) give exactly the base's score.
-    from adapters.cpu_trainer import _trainer
 
-    monkeypatch.setattr(_trainer, "_same_weights", lambda tuned, base: False)
-    again = await CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold").run(
-        bundle(tmp_path / "b", str(random_checkpoint)), record
-    )
+    # The premise, checked: the same weights loaded as trained weights and scored again (no memo key at all, so
+    # nothing is taken) give exactly the base's score.
+    def no_key(*args: object, **kwargs: object) -> str:
+        raise ValueError("not memoisable")
+
+    monkeypatch.setattr(_trainer, "memo_key", no_key)
+    again = await _pod(no_memo).run(bundle(tmp_path / "b", str(random_checkpoint)), record)
     assert again.ok and again.post == same.pre and len(scored) == 3  # pre and post scored this time
     # and weights moved by the least amount are scored, not taken as the base's
     monkeypatch.undo()
     scored_moved = _faked_training(monkeypatch, _nudged_weights(random_checkpoint, tmp_path / "moved.safetensors"))
-    moved = await CpuTrainer(eval_limit=2, unsafe_no_sandbox=True, child_path="cold").run(
-        bundle(tmp_path / "c", str(random_checkpoint)), record
-    )
+    moved = await _pod(no_memo).run(bundle(tmp_path / "c", str(random_checkpoint)), record)
     assert moved.ok and len(scored_moved) == 2
