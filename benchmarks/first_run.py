@@ -13,7 +13,10 @@ child), and the phases, from the console's own timestamps and the run's log:
 - ``reward``: the job's result to ``reward.computed`` and the end of the process.
 
     .venv/bin/python benchmarks/first_run.py [--task examples/tasks/calc_chain_v1_fast.json] [--runs 2]
-        [--keep DIR] [--json out.json]
+        [--keep DIR] [--json out.json] [--no-score-memo]
+
+``--no-score-memo`` turns the machine's score memo off (``AIT_SCORE_MEMO_DIR=off``): the pod then scores the
+base itself although the first-use freeze just scored it, as before the memo (docs/performance.md).
 
 The machine's load is printed beside the figures: on a shared machine wall times are upper bounds, and the CPU
 seconds are the comparable figure.
@@ -79,9 +82,11 @@ def phases(started: float, ended: float, events: list[dict[str, Any]]) -> dict[s
     return out
 
 
-def run_once(home: Path, runs: Path, task: str, run_id: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIT_", "OPENAI_"))}
+def run_once(home: Path, runs: Path, task: str, run_id: str, *, score_memo: bool = True) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIT_", "OPENAI_", "XDG_"))}
     env["HOME"] = str(home)
+    if not score_memo:
+        env["AIT_SCORE_MEMO_DIR"] = "off"  # every process scores what it needs, as before the memo
     cmd = [str(ROOT / ".venv" / "bin" / "ait"), "--runs-root", str(runs), "episode", "--task", task]
     cmd += ["--run-id", run_id]
     cpu0, started = _children_cpu(), time.time()
@@ -106,6 +111,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2, help="1: first use only; 2: first use, then again")
     parser.add_argument("--keep", type=Path, default=None, help="use (and keep) this directory as the fresh home")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--no-score-memo", action="store_true", help="AIT_SCORE_MEMO_DIR=off: the pod scores the base it was given"
+    )
     args = parser.parse_args()
     home = args.keep or Path(tempfile.mkdtemp(prefix="ait-first-run-"))
     home.mkdir(parents=True, exist_ok=True)
@@ -117,7 +125,7 @@ def main() -> int:
     try:
         for i in range(args.runs):
             label = "first use" if i == 0 else "second run"
-            result = run_once(home, home / "runs", args.task, f"first-run-{i}")
+            result = run_once(home, home / "runs", args.task, f"first-run-{i}", score_memo=not args.no_score_memo)
             result["label"] = label
             results.append(result)
             print(f"--- {label}: exit {result['exit']}, wall {result['wall_s']} s, CPU {result['cpu_s']} s")

@@ -186,7 +186,7 @@ class CpuTrainer:
 
         await progress(Progress(phase="pre_score", message=f"scoring {ckpt.name} on the {job.family} hidden eval"))
 
-        async def pre_score() -> tuple[Any, str | None, dict[str, float]]:
+        async def pre_score() -> tuple[Any, str | None, str, dict[str, float]]:
             phase = time.monotonic()
             pre, key, taken = await self._memo_score("hidden", ckpt, job.family, temperature, limit)
             dev: dict[str, float] = {}
@@ -196,7 +196,7 @@ class CpuTrainer:
             timings["pre_score"] = time.monotonic() - phase
             note = {"": "", "pod": _ON_POD, "machine": _ON_MACHINE}[taken].format(what="this base's score")
             await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}{note}"))
-            return pre, key, dev
+            return pre, key, note, dev
 
         # The pre-score and the training are independent (both start from the base checkpoint; the child trains
         # its own copy), so they run at once: on a 2-core machine the child's start-up (torch, transformers and
@@ -260,7 +260,7 @@ class CpuTrainer:
             except BaseException:
                 scoring.cancel()
                 raise
-            pre, pre_key, dev = await scoring
+            pre, pre_key, pre_note, dev = await scoring
             report = trained.report
             timings["train_setup"] = max(0.0, trained.wall_seconds - report.rollout_seconds - report.learn_seconds)
             timings["rollouts"] = report.rollout_seconds
@@ -296,7 +296,7 @@ class CpuTrainer:
             ok=True,
             pre=pre.score,
             post=post.score,
-            detail=_detail(settings, report, trained),
+            detail=_detail(settings, report, trained, {"pre": pre_note, "post": post_note}),
             train_seconds=report.rollout_seconds + report.learn_seconds,
             timings=_rounded(timings),
             metrics=_metrics(settings, report) | dev,
@@ -467,9 +467,11 @@ def _metrics(settings: CpuTrainSettings, report: TrainReport) -> dict[str, float
     }
 
 
-def _detail(settings: CpuTrainSettings, report: TrainReport, trained: ChildOutcome) -> str:
+def _detail(settings: CpuTrainSettings, report: TrainReport, trained: ChildOutcome, taken: Mapping[str, str]) -> str:
     lines = [f"stopped: {report.stop_reason} after {len(report.steps)} of {settings.max_steps} steps"]
     lines += settings.notes
+    # Where a score was taken rather than scored, the result says so (the log keeps the result document).
+    lines += [f"{which}{note}" for which, note in taken.items() if note]
     lines.append(isolation_line(trained))
     return "; ".join(lines)
 

@@ -8,8 +8,8 @@ its jobs' ``pre``; and jobs with the same job.toml, env and base train to bit-id
 seeded and deterministic), so each such job's ``post`` scored the same weights again (the CPU replica: 17
 distinct trained models among its 96 jobs, docs/performance.md). :class:`ScoreMemo` keeps each score under a
 key that hashes *all* of those inputs (every tensor's bytes as loaded, not a path; the source of
-``adapters.tiny`` and ``families``; torch's and transformers' versions), so a changed input is a miss, never a
-stale hit, and a hit is the number the scorer would compute.
+``adapters.tiny`` and ``families``; the versions of torch, transformers and the tokenizer's libraries), so a
+changed input is a miss, never a stale hit, and a hit is the number the scorer would compute.
 
 Written and read only by trusted processes (the pod agent's trainer, ``ait baselines``): the agent's code
 trains in a confined child that cannot reach this directory, and the weights it returns are keyed by their own
@@ -55,17 +55,22 @@ _CHECKPOINT_FILES = (
     "chat_template.jinja",
 )
 _CODE_ROOTS = ("adapters/tiny", "families")
+_LIBRARIES = ("torch", "transformers", "tokenizers", "jinja2", "safetensors", "numpy")
 _REPO = Path(__file__).resolve().parents[2]
 
 
 @functools.cache
 def _code_fingerprint() -> str:
     """The sampling and scoring code and libraries: every module of ``adapters.tiny`` and ``families``, and the
-    versions of torch and transformers (a kernel change moves a sampled token)."""
-    import torch
-    import transformers
+    versions of the libraries a sampled token goes through (a kernel, tokenizer or template change can move it)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    h = hashlib.sha256(f"torch={torch.__version__};transformers={transformers.__version__}".encode())
+    h = hashlib.sha256()
+    for dist in _LIBRARIES:
+        try:
+            h.update(f"{dist}={version(dist)};".encode())
+        except PackageNotFoundError:
+            h.update(f"{dist}=absent;".encode())
     for root in _CODE_ROOTS:
         for path in sorted((_REPO / root).rglob("*.py")):
             h.update(str(path.relative_to(_REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -101,10 +106,16 @@ def memo_key(
     loaded ``ckpt`` (its weights as they are in memory, trained or not, and its directory's other files) at the
     scorer's own ``top_p`` and ``max_tokens``: every input the score is a function of (see the module
     docstring), the current eval key's fingerprint included (it draws the hidden and dev tasks)."""
-    from families import current_key
+    from families import DEV_EVAL_SIZE, HIDDEN_SIZE, current_key
 
     from .scorer import DEFAULT_MAX_TOKENS
 
+    # The tasks scored, not the limit asked for: the first `limit` of the split (as the scorer slices it), so
+    # "no limit" and a limit at or past the split's size (a task spec's eval.size of 200) are one key.
+    if split == "hidden":
+        tasks = len(range(HIDDEN_SIZE)[:limit])
+    else:
+        tasks = DEV_EVAL_SIZE if limit is None else max(0, min(limit, DEV_EVAL_SIZE))
     if ckpt.path is None:
         raise ValueError(f"checkpoint {ckpt.name!r} was not loaded from a directory: its files are unknown")
     parts = {
@@ -116,7 +127,7 @@ def memo_key(
         "top_p": 1.0,
         "max_tokens": DEFAULT_MAX_TOKENS,
         "seed": seed,
-        "limit": limit,
+        "tasks": tasks,
         "code": _code_fingerprint(),
     }
     return hashlib.sha256(msgspec.json.encode(parts, order="sorted")).hexdigest()

@@ -346,6 +346,10 @@ async def test_a_new_pod_takes_the_scores_this_machine_took_before(
     assert second.ok and (second.pre, second.post) == (first.pre, first.post) and len(scored) == 2
     assert any("this base's score, taken before on this machine" in p.message for p in seen)
     assert any("these weights' score, taken before on this machine" in p.message for p in seen)
+    # and the result says so (the log keeps it): an audit can tell a score taken from one scored
+    assert "pre (this base's score, taken before on this machine)" in second.detail
+    assert "post (these weights' score, taken before on this machine)" in second.detail
+    assert "taken" not in first.detail
     third = await _pod(ScoreMemo(None)).run(bundle(tmp_path / "c", str(random_checkpoint)), record)
     assert third.ok and (third.pre, third.post) == (first.pre, first.post)  # scored again: the same numbers
     assert len(scored) == 4

@@ -71,6 +71,18 @@ def test_every_eval_setting_is_in_the_key(checkpoint: Checkpoint, change: dict[s
     assert _key(checkpoint, **change) != _key(checkpoint)
 
 
+def test_the_key_counts_the_tasks_scored_not_the_limit_asked(checkpoint: Checkpoint) -> None:
+    """`ait baselines` scores the whole hidden set (no limit); a job's task spec asks for eval.size = 200, the
+    same tasks: one key. (A key per spelling made every `ait episode` pod score the base it had just frozen.)"""
+    from families import DEV_EVAL_SIZE, HIDDEN_SIZE
+
+    whole = _key(checkpoint, limit=None)
+    assert _key(checkpoint, limit=HIDDEN_SIZE) == whole == _key(checkpoint, limit=HIDDEN_SIZE + 50)
+    assert _key(checkpoint, limit=HIDDEN_SIZE - 1) != whole
+    dev = _key(checkpoint, split="dev", limit=None)
+    assert _key(checkpoint, split="dev", limit=DEV_EVAL_SIZE) == dev != _key(checkpoint, split="dev", limit=8)
+
+
 def test_another_eval_key_is_another_hidden_set_and_another_key(
     checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
