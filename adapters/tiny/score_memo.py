@@ -13,7 +13,9 @@ changed input is a miss, never a stale hit, and a hit is the number the scorer w
 
 Written and read only by trusted processes (the pod agent's trainer, ``ait baselines``): the agent's code
 trains in a confined child that cannot reach this directory, and the weights it returns are keyed by their own
-bytes (to be served a score, they must *be* weights that were scored).
+bytes (to be served a score, they must *be* weights that were scored). Under ``--unsafe-no-sandbox`` on a host
+without bubblewrap nothing is confined, this directory no more than the eval key: that opt-in is recorded in the
+run, and its scores are only as good as the agent's code is honest.
 
 Where: ``$AIT_SCORE_MEMO_DIR``, else ``$XDG_CACHE_HOME/ait/scores``, else ``~/.cache/ait/scores``;
 ``AIT_SCORE_MEMO_DIR=off`` turns it off. One small JSON file per score, written atomically; a file that does not
