@@ -194,7 +194,7 @@ class CpuTrainer:
                 dev_pre, _, _ = await self._memo_score("dev", ckpt, job.family, temperature, self.eval_limit)
                 dev["dev_pre"] = dev_pre.score
             timings["pre_score"] = time.monotonic() - phase
-            note = {"": "", "pod": _ON_POD, "machine": _ON_MACHINE}[taken].format(what="this base's score")
+            note = _taken_note(taken, "this base's score")
             await progress(Progress(phase="pre_score", reward=pre.score, message=f"pre {pre.score:.3f}{note}"))
             return pre, key, note, dev
 
@@ -279,7 +279,7 @@ class CpuTrainer:
             if post_key is not None and post_key == pre_key:
                 post_note = " (the weights are the base's: its score)"
             else:
-                post_note = {"": "", "pod": _ON_POD, "machine": _ON_MACHINE}[taken].format(what="these weights' score")
+                post_note = _taken_note(taken, "these weights' score")
             if dev_eval:
                 dev_post, _, _ = await self._memo_score(
                     "dev", tuned, job.family, temperature, self.eval_limit, isolation=trained.isolation
@@ -368,9 +368,8 @@ class CpuTrainer:
         if key is not None and key in self._scores:
             return self._scores[key], key, "pod"
         found = None if key is None else await asyncio.to_thread(self.score_memo.get, key)
-        taken: Literal["", "pod", "machine"] = "machine"
+        taken: Literal["", "pod", "machine"] = "machine" if found is not None else ""
         if found is None:
-            taken = ""
             if split == "hidden":
                 found = await self._score(ckpt, family, temperature, limit, isolation=isolation)
             else:
@@ -405,6 +404,12 @@ class CpuTrainer:
             raise _Failed(
                 "scoring_error", f"hidden eval of {family}: {type(exc).__name__}: {exc}", isolation=isolation
             ) from exc
+
+
+def _taken_note(taken: Literal["", "pod", "machine"], what: str) -> str:
+    """`` (<what>, taken ...)`` for a score taken from the pod's or the machine's memo; "" for one scored now."""
+    where = {"pod": "by an earlier job on this pod", "machine": "before on this machine"}.get(taken)
+    return f" ({what}, taken {where})" if where else ""
 
 
 def _capped(settings: CpuTrainSettings, max_steps: int | None, batch_size: int | None) -> CpuTrainSettings:
@@ -523,8 +528,6 @@ _OPTIONS: dict[str, type] = {
     "score_memo": str,
 }
 _CHILD_PATHS = ("warm", "cold")
-_ON_POD = " ({what}, taken by an earlier job on this pod)"
-_ON_MACHINE = " ({what}, taken before on this machine)"
 _ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 

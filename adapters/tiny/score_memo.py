@@ -160,10 +160,10 @@ class ScoreMemo:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> ScoreReport | None:
-        from .scorer import ScoreReport  # torch and the scorer: only for a memo that is on
-
         if self.root is None:
             return None
+        from .scorer import ScoreReport  # torch and the scorer: only for a memo that is on
+
         path = self._path(key)
         try:
             data = path.read_bytes()
