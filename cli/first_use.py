@@ -12,6 +12,7 @@ model, the family, n, the rate and the time left. :func:`quiet_libraries` hides 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Sequence
@@ -79,14 +80,19 @@ def freeze_with_progress(
         f"first use: freezing the CPU baselines for {family} ({len(models)} model(s), {n_text} hidden tasks, "
         f"eval key {fingerprint}) -> {path}"
     )
-    with Progress(*columns, console=console, transient=False) as bar:
+    # A bar only on a terminal: written to a file or a pipe, rich draws the bar once, at the end, cut to 80
+    # columns ("... in 14 s 0… ETA 0:…"); there each pair gets one plain line when it is scored instead.
+    live = console.is_terminal
+    with Progress(*columns, console=console, transient=False) if live else contextlib.nullcontext() as bar:
         tasks: dict[tuple[str, str], Any] = {}
         started: dict[tuple[str, str], float] = {}
 
         def on_turn(fam: str, model: str) -> Any:
             # Called as the pair starts (the model loads first): its bar appears now, then moves per turn.
-            tasks[fam, model] = bar.add_task(f"baseline {model} on {fam}", total=None, status="starting")
             started[fam, model] = time.monotonic()
+            if bar is None:
+                return None
+            tasks[fam, model] = bar.add_task(f"baseline {model} on {fam}", total=None, status="starting")
 
             def hook(turn: int, max_turns: int, finished: int, total: int) -> None:
                 rate = finished / max(time.monotonic() - started[fam, model], 1e-6)
@@ -99,10 +105,15 @@ def freeze_with_progress(
 
         async def score(fam: str, model: str) -> BaselineEntry:
             entry: BaselineEntry = await inner(fam, model)
-            if (fam, model) in tasks:
+            if (fam, model) in started:
                 took = time.monotonic() - started[fam, model]
                 done = f"score {entry.score:.3f} (n={entry.n}) in {took:.0f} s"
-                bar.update(tasks[fam, model], total=1, completed=1, status=done)
+                if bar is None:
+                    console.print(f"baseline {model} on {fam}: {done}")
+                else:
+                    bar.update(tasks[fam, model], total=1, completed=1, status=done)
+            else:  # not scored now: the score this machine took of the same weights before (the score memo)
+                console.print(f"baseline {model} on {fam}: score {entry.score:.3f} (n={entry.n}), taken before here")
             return entry
 
         asyncio.run(

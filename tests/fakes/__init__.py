@@ -58,7 +58,12 @@ def fake_cpu_baselines(monkeypatch: pytest.MonkeyPatch, score_of: Callable[[str]
     ) -> Callable[[str, str], object]:
         async def score(family: str, model: str) -> BaselineEntry:
             calls.append((family, model))
-            return BaselineEntry(score=score_of(model), n=limit or 200, sampling="T=1")
+            n = limit or 200
+            # As the real scorer does when it scores (not when its memo answers): the pair's progress callback.
+            hook = on_turn(family, model) if callable(on_turn) else None
+            if hook is not None:
+                hook(1, 1, n, n)
+            return BaselineEntry(score=score_of(model), n=n, sampling="T=1")
 
         return score
 
