@@ -176,6 +176,14 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
+    from cli.first_use import quiet_libraries
+    from engine.logs import configure_logging
+
+    # As `ait episode`: the console shows the bar and the summary, not the scorer's debug lines or the libraries'
+    # own bars ("Loading weights: 0%|..."); -v shows them.
+    verbose = bool(getattr(args, "verbose", False))
+    quiet_libraries(verbose)
+    configure_logging(level="info", console=sys.stderr, console_level="info" if verbose else "warning")
     sys.stderr.write(f"ait baselines: {ran_on}; {len(todo)} of {len(families) * len(models)} pairs to score -> {out}\n")
     if args.limit is not None:
         sys.stderr.write(f"ait baselines: --limit {args.limit}: a smoke run, not a baseline to reward against\n")

@@ -50,3 +50,33 @@ def test_unknown_names_and_missing_gpu_tools_exit_2(tmp_path: Path, capsys: pyte
     assert "unknown family or model ['nope']" in capsys.readouterr().err
     assert main([*base, "--inner", "gpu", "--vllm", "/nonexistent/vllm"]) == 2
     assert "run it on a GPU pod" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_real_scorer_prints_the_bar_and_summary_without_the_libraries_bars(
+    tmp_path: Path,
+) -> None:
+    # Fresh processes, the real tiny scorer on one task: the libraries' progress settings are process-wide.
+    import os
+    import subprocess
+    import sys
+
+    # Without what quiet_libraries sets in os.environ: an in-process `ait` command earlier on this worker sets it.
+    quieting = {"HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "TQDM_DISABLE"}
+    env = {k: v for k, v in os.environ.items() if k not in quieting}
+
+    def run(*flags: str) -> str:
+        argv = [sys.executable, "-m", "cli", *flags, "--runs-root", str(tmp_path / "runs"), "baselines"]
+        argv += ["--inner", "cpu", "--family", "calc_chain", "--model", "Qwen/Qwen3-0.6B", "--limit", "1", "--force"]
+        argv += ["--out", str(tmp_path / "cpu.json")]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "best_pre=" in done.stdout, done.stdout
+        return done.stderr
+
+    # The premise: transformers does draw its bar while loading the checkpoint (-v shows it).
+    loud = run("-v")
+    assert "Loading weights" in loud, loud[-2000:]
+    quiet = run()
+    assert "Loading weights" not in quiet and "[debug" not in quiet, quiet[-2000:]
+    assert "pairs to score" in quiet
