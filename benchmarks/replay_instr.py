@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.log_bench import write_replay_file
+from handlers.registry import default_projections
 
 _PRE = (
     "import sys; from pathlib import Path; import msgspec, engine.log, engine.replay; "
@@ -90,11 +91,65 @@ def attribute_costs(n: int = 1_000_000) -> None:
         print(f"  {kind:8s} read {read:6.0f}   write {write:6.0f}")
 
 
+# --parts: each part of a replay alone (the scan's parts on the same 64 KiB blocks as scan_log; each projection's
+# fold on blocks decoded beforehand, through engine.projection.Folder), less its setup (or the empty fold).
+_SCAN_SETUP = """
+import gc, zlib
+from itertools import repeat
+from events.codec import _HEAD, _slice, _typed_decoder, RecordCodec
+data = p.read_bytes(); dec = _typed_decoder(); codec = RecordCodec(); mv = memoryview(data)
+blocks = []; pos = 0; end = data.rfind(b"\\n") + 1
+while pos < end:
+    stop = data.rfind(b"\\n", pos, pos + engine.log._BLOCK) + 1; blocks.append((pos, stop)); pos = stop
+gc.disable()
+"""
+_SCAN_PARTS = {
+    "(setup)": "pass",
+    "typed decode of each block (decode_lines)": "for s, e in blocks: dec.decode_lines(mv[s:e])",
+    "crc check: split each block into lines": "for s, e in blocks: data[s : e - 1].split(b'\\n')",
+    "crc check: + the CRC-32 of each line's head": "for s, e in blocks: "
+    "list(map(zlib.crc32, map(_slice, data[s : e - 1].split(b'\\n'), repeat(_HEAD))))",
+    "decode_block (decode, the whole crc check, seq)": "seq = 0\nfor s, e in blocks:\n"
+    "    seq += len(codec.decode_block(data, e, first_seq=seq, start=s, records=False))",
+}
+_FOLD_SETUP = """
+import gc
+from engine.effects import EffectsProjection
+from engine.projection import Folder
+blocks = list(engine.log.scan_log(p, records=False))
+every = {{q.name: q for q in [*default_projections(), EffectsProjection()]}}
+projs = {which}
+states = [q.initial() for q in projs]; folder = Folder(projs)
+gc.disable()
+for b in blocks: folder.fold(b, states)
+"""
+
+
+def parts(big: Path, small: Path, root: Path, events: int) -> None:
+    """Instructions per event of each part of a replay, alone."""
+
+    def per_event(code: str) -> float:
+        return (instructions(code, big, root) - instructions(code, small, root)) / events
+
+    scan = {name: per_event(_SCAN_SETUP + code) for name, code in _SCAN_PARTS.items()}
+    setup = scan.pop("(setup)")
+    print("  the checked scan's parts:")
+    for name, n in scan.items():
+        print(f"    {name:52s} {n - setup:8,.0f}")
+    names = [q.name for q in default_projections()] + ["effects"]
+    empty = per_event(_FOLD_SETUP.format(which="[]"))
+    print("  the fold, each projection alone (the empty fold subtracted):")
+    for name in [*names, "all"]:
+        which = "list(every.values())" if name == "all" else f"[every[{name!r}]]"
+        print(f"    {name:52s} {per_event(_FOLD_SETUP.format(which=which)) - empty:8,.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--before-root", type=Path, default=None, help="a checkout of the code before a change")
     ap.add_argument("--stores", action="store_true", help="only: attribute read/write cost, Struct vs __slots__")
+    ap.add_argument("--parts", action="store_true", help="also: each part of the scan and each projection's fold")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("replay_instr: valgrind is not on the PATH")
@@ -116,6 +171,8 @@ def main() -> None:
                 print(f"  {which:14s} {name:56s} {per[name]:8,.0f}")
             floor, replay = per[next(iter(STEPS))], per[list(STEPS)[-1]]
             print(f"  {which:14s} floor / ait replay (instructions): {floor / replay:.3f}  (target's ratio >= 0.6)")
+        if args.parts:
+            parts(big, small, here, args.events)
     finally:
         shutil.rmtree(tmp)
 
