@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         sys.stderr.write(f"{exc}\n")
         return 2
-    from cli.first_use import quiet_libraries
+    from cli.library_noise import quiet_libraries
     from engine.logs import configure_logging
 
     # As `ait episode`: the console shows the bar and the summary, not the scorer's debug lines or the libraries'

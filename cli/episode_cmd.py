@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cli.episode_wiring import default_deps
-    from cli.first_use import quiet_libraries
+    from cli.library_noise import quiet_libraries
     from engine.logs import configure_logging
 
     verbose = bool(getattr(args, "verbose", False))

@@ -5,8 +5,8 @@ episode of a family scores the tiny base models on them. Only what the job can u
 the task, the base models its spec allows, and the hidden tasks the job will be scored on (a smoke run's
 ``eval_limit`` subset is frozen apart, in ``cpu-n<N>.json``, so ``best_pre`` and ``post`` always cover the
 same tasks). Each model is loaded once, its episodes are played in batches, and a progress bar names the
-model, the family, n, the rate and the time left. :func:`quiet_libraries` hides the libraries' own noise
-(weight-loading bars, their info lines) unless ``-v`` asked for it.
+model, the family, n, the rate and the time left. The libraries' own noise (weight-loading bars,
+their info lines) is hidden by :func:`cli.library_noise.quiet_libraries` unless ``-v`` asked for it.
 """
 
 from __future__ import annotations
@@ -23,25 +23,7 @@ from rich.console import Console
 
 from events import BaselineFrozen
 
-__all__ = ["baselines_path_for", "entries_n", "freeze_with_progress", "quiet_libraries"]
-
-
-def quiet_libraries(verbose: bool = False) -> None:
-    """Silence the libraries' progress bars and info chatter on the console (``verbose`` keeps them)."""
-    import os
-
-    if verbose:
-        return
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    import sys
-
-    if "transformers" in sys.modules:  # already imported: its settings were read at import time
-        from transformers.utils import logging as tf_logging
-
-        tf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-        tf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+__all__ = ["baselines_path_for", "entries_n", "freeze_with_progress"]
 
 
 def baselines_path_for(limit: int | None) -> Path:

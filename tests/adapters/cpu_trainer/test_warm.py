@@ -45,7 +45,7 @@ _c = _so.socket(_so.AF_UNIX, _so.SOCK_STREAM)
 _c.connect("\\0ait-sibling-" + _me)
 _r["own socket"] = "connected"
 _r["t_marked"] = _t.time()
-_t.sleep(3.0)  # the sibling marks within this window (checked by the test from the stamps)
+_t.sleep(6.0)  # the sibling marks within this window (checked by the test from the stamps)
 _r["t_checked"] = _t.time()
 for _d in ("/tmp", "/sandbox/home", "/dev/shm"):
     try:
@@ -108,28 +108,42 @@ def test_two_warm_children_share_nothing(tmp_path: Path, work: Path) -> None:
     from adapters.cpu_trainer import CpuTrainer
 
     trainer = CpuTrainer(eval_limit=1, work_root=work, child_path="warm")
-    before = set(work.glob("ait-cpu-job-*"))
 
-    async def both() -> list[Any]:
-        return await asyncio.gather(
-            trainer.run(sibling_bundle(tmp_path / "alpha", "alpha", "beta"), noop),
-            trainer.run(sibling_bundle(tmp_path / "beta", "beta", "alpha"), noop),
+    def pair(attempt: int) -> tuple[Any, Any, dict[str, dict[str, Any]]]:
+        before = set(work.glob("ait-cpu-job-*"))
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(
+                trainer.run(sibling_bundle(tmp_path / f"alpha{attempt}", "alpha", "beta"), noop),
+                trainer.run(sibling_bundle(tmp_path / f"beta{attempt}", "beta", "alpha"), noop),
+            )
+
+        a, b = asyncio.run(both())
+        jobs = set(work.glob("ait-cpu-job-*")) - before
+        assert len(jobs) == 2
+        return a, b, {f["me"]: f for f in (_found((job / "child.log").read_text()) for job in jobs)}
+
+    def overlapped(by_me: dict[str, dict[str, Any]]) -> bool:
+        # Each one looked while the other had marked and was still running: otherwise "sees nothing" proves nothing.
+        alpha, beta = by_me["alpha"], by_me["beta"]
+        return all(
+            theirs["t_marked"] < mine["t_checked"] < theirs["t_done"] for mine, theirs in ((alpha, beta), (beta, alpha))
         )
 
-    a, b = asyncio.run(both())
+    # The two children start together, but on a busy machine one may reach its env's import seconds after the
+    # other (seen: 3.2 s, in a CI run of three workers on two cores): a pair that did not overlap is run again.
+    for attempt in range(2):
+        a, b, by_me = pair(attempt)
+        assert set(by_me) == {"alpha", "beta"}, by_me
+        if overlapped(by_me):
+            break
     for result in (a, b):
         assert not result.ok and result.failure == "env_crash", (result.failure, result.detail)
-    jobs = set(work.glob("ait-cpu-job-*")) - before
-    assert len(jobs) == 2
-    by_me = {f["me"]: f for f in (_found((job / "child.log").read_text()) for job in jobs)}
-    assert set(by_me) == {"alpha", "beta"}, by_me
-    for me, other in (("alpha", "beta"), ("beta", "alpha")):
-        mine, theirs = by_me[me], by_me[other]
+    assert overlapped(by_me), by_me  # the premise, twice missed: the run cannot say whether they share anything
+    for mine in by_me.values():
         # The targets exist: each child wrote its own marks and served its own socket ...
         assert mine["mark /tmp"] is True and mine["mark /sandbox/home"] is True, mine
         assert mine["own socket"] == "connected", mine
-        # ... and the other one had done so before this one looked, and was still running.
-        assert theirs["t_marked"] < mine["t_checked"] < theirs["t_done"], (mine, theirs)
         for d in ("/tmp", "/sandbox/home", "/dev/shm"):
             assert mine["sees other " + d] in (False, "PermissionError"), (d, mine)
         assert mine["other socket"].startswith("ERR:"), mine  # a network namespace of its own

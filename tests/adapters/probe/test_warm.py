@@ -78,21 +78,36 @@ def _sibling(tmp: Path, me: str, other: str) -> Path:
 @pytest.mark.slow
 async def test_two_warm_children_share_nothing(tmp_path: Path, calc_spec: TaskSpec) -> None:
     validator = ProbeValidator(limits=LIMITS, preimport=False, path="warm")
-    a, b = await asyncio.gather(
-        validator.validate(_sibling(tmp_path, "alpha", "beta"), calc_spec, 1),
-        validator.validate(_sibling(tmp_path, "beta", "alpha"), calc_spec, 1),
-    )
-    got: dict[str, dict[str, Any]] = {}
-    for name, report in (("alpha", a), ("beta", b)):
-        assert "+ warm path (" in report.isolation and "unavailable" not in report.isolation, report.isolation
-        got[name] = sc.probe_result(next(c for c in report.checks if c.name == "env_import").detail)
-    for me, other in (("alpha", "beta"), ("beta", "alpha")):
-        mine, theirs = got[me], got[other]
+
+    async def pair(attempt: int) -> dict[str, dict[str, Any]]:
+        a, b = await asyncio.gather(
+            validator.validate(_sibling(tmp_path / str(attempt), "alpha", "beta"), calc_spec, 1),
+            validator.validate(_sibling(tmp_path / str(attempt), "beta", "alpha"), calc_spec, 1),
+        )
+        got: dict[str, dict[str, Any]] = {}
+        for name, report in (("alpha", a), ("beta", b)):
+            assert "+ warm path (" in report.isolation and "unavailable" not in report.isolation, report.isolation
+            got[name] = sc.probe_result(next(c for c in report.checks if c.name == "env_import").detail)
+        return got
+
+    def overlapped(got: dict[str, dict[str, Any]]) -> bool:
+        # Each one looked while the other had marked and was still running: otherwise "sees nothing" proves nothing.
+        alpha, beta = got["alpha"], got["beta"]
+        return all(
+            theirs["t_marked"] < mine["t_checked"] < theirs["t_done"] for mine, theirs in ((alpha, beta), (beta, alpha))
+        )
+
+    # The two start together, but on a busy machine one may reach its import seconds after the other: a pair that
+    # did not overlap is run again (as tests/adapters/cpu_trainer/test_warm.py).
+    for attempt in range(2):
+        got = await pair(attempt)
+        if overlapped(got):
+            break
+    assert overlapped(got), got  # the premise, twice missed: the run cannot say whether they share anything
+    for mine in got.values():
         # The targets exist: each child wrote its own marks and served its own socket ...
         assert mine["mark /tmp"] == mine["mark /sandbox/home"] == "OK:True", mine
         assert mine["own socket"] == "OK:'connected'", mine
-        # ... and the other one had done so before this one looked, and was still running.
-        assert theirs["t_marked"] < mine["t_checked"] < theirs["t_done"], (mine, theirs)
         for d in ("/tmp", "/sandbox/home", "/dev/shm", "/dev"):
             assert mine["sees other " + d] in ("OK:False", "ERR:PermissionError"), (d, mine)
         assert mine["other socket"].startswith("ERR:"), mine  # a network namespace of its own
