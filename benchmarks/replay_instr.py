@@ -10,6 +10,10 @@ Each figure is the instructions of a fresh process that does the step on a log o
 log_bench stream) minus those of the same process on a 100-event log (interpreter start and imports): the raw
 floor (``msgspec.json.decode`` of every line, untyped), the checked scan alone, and ``engine.replay.replay``
 with the default projections (what ``ait replay`` runs). Needs ``valgrind`` on the PATH.
+
+``--parts`` also counts each part of a replay alone: the checked scan's (typed decode, the crc check's split and
+CRC-32s, the whole ``decode_block``) and each projection's fold. ``--stores`` counts only what one attribute read
+and one write cost on a msgspec Struct (what the projections' states are made of) and on a ``__slots__`` class.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -126,22 +131,24 @@ for b in blocks: folder.fold(b, states)
 
 
 def parts(big: Path, small: Path, root: Path, events: int) -> None:
-    """Instructions per event of each part of a replay, alone."""
-
-    def per_event(code: str) -> float:
-        return (instructions(code, big, root) - instructions(code, small, root)) / events
-
-    scan = {name: per_event(_SCAN_SETUP + code) for name, code in _SCAN_PARTS.items()}
-    setup = scan.pop("(setup)")
-    print("  the checked scan's parts:")
-    for name, n in scan.items():
-        print(f"    {name:52s} {n - setup:8,.0f}")
+    """Instructions per event of each part of a replay, alone (the valgrind runs in parallel, one per CPU: an
+    instruction count does not depend on the neighbours)."""
     names = [q.name for q in default_projections()] + ["effects"]
-    empty = per_event(_FOLD_SETUP.format(which="[]"))
+    folds = {name: f"[every[{name!r}]]" for name in names} | {"all": "list(every.values())", "(empty)": "[]"}
+    codes = {f"scan {k}": _SCAN_SETUP + code for k, code in _SCAN_PARTS.items()}
+    codes |= {f"fold {k}": _FOLD_SETUP.format(which=which) for k, which in folds.items()}
+    runs = [(key, log) for key in codes for log in (big, small)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        counts = dict(zip(runs, pool.map(lambda run: instructions(codes[run[0]], run[1], root), runs), strict=True))
+    per = {key: (counts[key, big] - counts[key, small]) / events for key in codes}
+    print("  the checked scan's parts (their setup subtracted):")
+    for k in _SCAN_PARTS:
+        if k != "(setup)":
+            print(f"    {k:52s} {per[f'scan {k}'] - per['scan (setup)']:8,.0f}")
     print("  the fold, each projection alone (the empty fold subtracted):")
-    for name in [*names, "all"]:
-        which = "list(every.values())" if name == "all" else f"[every[{name!r}]]"
-        print(f"    {name:52s} {per_event(_FOLD_SETUP.format(which=which)) - empty:8,.0f}")
+    for k in folds:
+        if k != "(empty)":
+            print(f"    {k:52s} {per[f'fold {k}'] - per['fold (empty)']:8,.0f}")
 
 
 def main() -> None:
