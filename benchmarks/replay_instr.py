@@ -33,23 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.log_bench import write_replay_file
 from handlers.registry import default_projections
 
-_PRE = (
+PRELUDE = (
     "import sys; from pathlib import Path; import msgspec, engine.log, engine.replay; "
     "from handlers.registry import default_projections; p = Path(sys.argv[1])\n"
 )
 _VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+FLOOR = "raw msgspec.json.decode per line (floor)"
+REPLAY = "ait replay (engine.replay.replay, default projections)"
 STEPS = {
-    "raw msgspec.json.decode per line (floor)": "d = msgspec.json.decode\n"
-    "for line in p.read_bytes().splitlines(): d(line)",
+    FLOOR: "d = msgspec.json.decode\nfor line in p.read_bytes().splitlines(): d(line)",
     "scan_log alone (crc, typed decode, seq)": "for b in engine.log.scan_log(p): pass",
-    "ait replay (engine.replay.replay, default projections)": "engine.replay.replay(p, default_projections())",
+    REPLAY: "engine.replay.replay(p, default_projections())",
 }
 
 
 def instructions(code: str, log: Path, root: Path) -> int:
     """Instructions (cachegrind's ``I refs``) of a fresh ``python -c code log`` running checkout ``root``."""
     out = subprocess.run(
-        [*_VALGRIND, sys.executable, "-c", _PRE + code, str(log)],
+        [*_VALGRIND, sys.executable, "-c", PRELUDE + code, str(log)],
         capture_output=True,
         text=True,
         check=True,
@@ -176,7 +177,7 @@ def main() -> None:
             for name, code in STEPS.items():
                 per[name] = (instructions(code, big, root) - instructions(code, small, root)) / args.events
                 print(f"  {which:14s} {name:56s} {per[name]:8,.0f}")
-            floor, replay = per[next(iter(STEPS))], per[list(STEPS)[-1]]
+            floor, replay = per[FLOOR], per[REPLAY]
             print(f"  {which:14s} floor / ait replay (instructions): {floor / replay:.3f}  (target's ratio >= 0.6)")
         if args.parts:
             parts(big, small, here, args.events)

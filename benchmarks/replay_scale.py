@@ -21,29 +21,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.log_bench import write_replay_file
+from benchmarks.replay_instr import FLOOR, PRELUDE, REPLAY, STEPS
 
-_STEPS = {
-    "raw decode (floor)": "d = msgspec.json.decode\nfor line in p.read_bytes().splitlines(): d(line)",
-    "ait replay": "engine.replay.replay(p, default_projections())",
-}
-_TIMED = """
-import gc, sys, time
-from pathlib import Path
-import msgspec, engine.replay
-from handlers.registry import default_projections
-p = Path(sys.argv[1])
-gc.collect()
-cpu = time.process_time()
-{code}
-print(time.process_time() - cpu)
-"""
+# The same two steps as benchmarks/replay_instr.py counts in instructions, here timed in CPU seconds.
+_STEPS = {"raw decode (floor)": STEPS[FLOOR], "ait replay": STEPS[REPLAY]}
 
 
 def cpu_seconds(code: str, log: Path) -> float:
     """CPU seconds of ``code`` in a fresh process (imports excluded), on ``log``."""
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
-        [sys.executable, "-c", _TIMED.format(code=code), str(log)], capture_output=True, text=True, check=True, cwd=root
+        [
+            sys.executable,
+            "-c",
+            f"{PRELUDE}import gc, time\ngc.collect()\ncpu = time.process_time()\n{code}\n"
+            "print(time.process_time() - cpu)",
+            str(log),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
     ).stdout
     return float(out.split()[-1])
 
