@@ -176,6 +176,17 @@ async def test_inproc_matches_vf_eval(vf_home: Path, tmp_path: Path) -> None:
     served = ByTask(family, hidden, roles)
     async with OpenAIServer(served) as server:
         vf_traces = await run_vf_eval(pkg.env_id, pkg.path, server, vf_home, tmp_path)
+        requests = list(server.requests)
+    # What the verifiers client sent: streaming with usage, the family's tools by bare name, the system prompt
+    # first, one session per rollout (tests/families/test_evalpkg_e2e.py runs the other families' packages).
+    assert {r.request.session_id for r in requests} != {None}
+    assert len({r.request.session_id for r in requests}) == N_TASKS
+    tool_names = sorted(s["function"]["name"] for s in family.tool_schemas())
+    for r in requests:
+        assert r.request.stream and r.request.include_usage
+        assert sorted(r.request.tool_names) == tool_names
+        assert r.request.messages[0].role == "system"
+    assert len(requests) == sum(map(len, served.asked.values()))
 
     inproc_policy = ByTask(family, hidden, roles)
     env = load_env(pkg.env_id, path=pkg.path)
@@ -193,6 +204,8 @@ async def test_inproc_matches_vf_eval(vf_home: Path, tmp_path: Path) -> None:
     outcome = {role: in_by_task[tid] for tid, role in roles.items()}
     assert outcome["reference"]["rewards"]["correct"]["score"] == 1.0
     assert outcome["reference"]["stop_condition"] == "agent_completed"
+    assert outcome["reference"]["ok"] and outcome["reference"]["errors"] == []
+    assert outcome["reference"]["metrics"]["tool_calls"] == steps(family, short[0])
     assert outcome["reference-cut"]["stop_condition"] == "max_turns"
     assert outcome["reference-cut"]["rewards"]["correct"]["score"] == 0.0
     assert outcome["nonsense"]["rewards"]["correct"]["score"] == 0.0
