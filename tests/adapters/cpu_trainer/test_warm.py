@@ -22,6 +22,7 @@ import pytest
 
 from adapters.sandbox import detect_isolation
 from handlers.ports.inner_trainer import JobBundle, Progress
+from tests.adapters.warm_siblings import overlapped
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("verifiers") is None, reason="verifiers is not installed")
 
@@ -122,13 +123,6 @@ def test_two_warm_children_share_nothing(tmp_path: Path, work: Path) -> None:
         jobs = set(work.glob("ait-cpu-job-*")) - before
         assert len(jobs) == 2
         return a, b, {f["me"]: f for f in (_found((job / "child.log").read_text()) for job in jobs)}
-
-    def overlapped(by_me: dict[str, dict[str, Any]]) -> bool:
-        # Each one looked while the other had marked and was still running: otherwise "sees nothing" proves nothing.
-        alpha, beta = by_me["alpha"], by_me["beta"]
-        return all(
-            theirs["t_marked"] < mine["t_checked"] < theirs["t_done"] for mine, theirs in ((alpha, beta), (beta, alpha))
-        )
 
     # The two children start together, but on a busy machine one may reach its env's import seconds after the
     # other (seen: 3.2 s, in a CI run of three workers on two cores): a pair that did not overlap is run again.

@@ -20,6 +20,7 @@ from adapters.probe import ProbeLimits, ProbeValidator, _validator
 from adapters.probe._warm import Zygote
 from adapters.sandbox import IsolationPlan, detect_isolation
 from families.spec import TaskSpec
+from tests.adapters.warm_siblings import overlapped
 
 from . import scenarios as sc
 
@@ -89,13 +90,6 @@ async def test_two_warm_children_share_nothing(tmp_path: Path, calc_spec: TaskSp
             assert "+ warm path (" in report.isolation and "unavailable" not in report.isolation, report.isolation
             got[name] = sc.probe_result(next(c for c in report.checks if c.name == "env_import").detail)
         return got
-
-    def overlapped(got: dict[str, dict[str, Any]]) -> bool:
-        # Each one looked while the other had marked and was still running: otherwise "sees nothing" proves nothing.
-        alpha, beta = got["alpha"], got["beta"]
-        return all(
-            theirs["t_marked"] < mine["t_checked"] < theirs["t_done"] for mine, theirs in ((alpha, beta), (beta, alpha))
-        )
 
     # The two start together, but on a busy machine one may reach its import seconds after the other: a pair that
     # did not overlap is run again (as tests/adapters/cpu_trainer/test_warm.py).
