@@ -15,7 +15,7 @@
    per block, against the raw floor: reading the file and ``msgspec.json.decode`` (untyped) of every line,
    results discarded. Then what ``ait replay`` runs: every default domain projection, effects, per-type counts
    and the state hash, as it folded before (each projection over each block) and now (one dispatch per record,
-   ``engine.projection.Folder``); and the whole ``ait replay --hash-only`` process. Targets: raw / replay >= 0.5
+   ``engine.folder.Folder``); and the whole ``ait replay --hash-only`` process. Targets: raw / replay >= 0.5
    (2 projections), >= 0.6 (``ait replay``).
 3. With ``--es-python`` (a python with ``eventsourcing``; benchmarks/es_replay.py), the same file replayed by
    the eventsourcing library from its in-memory POPO store, and the ratio (target >= 6x for the whole replay).

@@ -98,7 +98,7 @@ def attribute_costs(n: int = 1_000_000) -> None:
 
 
 # --parts: each part of a replay alone (the scan's parts on the same 64 KiB blocks as scan_log; each projection's
-# fold on blocks decoded beforehand, through engine.projection.Folder), less its setup (or the empty fold).
+# fold on blocks decoded beforehand, through engine.folder.Folder), less its setup (or the empty fold).
 _SCAN_SETUP = """
 import gc, zlib
 from itertools import repeat
@@ -121,7 +121,7 @@ _SCAN_PARTS = {
 _FOLD_SETUP = """
 import gc
 from engine.effects import EffectsProjection
-from engine.projection import Folder
+from engine.folder import Folder
 blocks = list(engine.log.scan_log(p, records=False))
 every = {{q.name: q for q in [*default_projections(), EffectsProjection()]}}
 projs = {which}

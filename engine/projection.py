@@ -19,13 +19,12 @@ import msgspec
 
 from events import EventBody, Recorded
 
-__all__ = ["Folder", "Projection", "encoded_hash", "handles", "state_hash"]
+__all__ = ["Projection", "encoded_hash", "handles", "state_hash", "via_apply"]
 
 S = TypeVar("S")
 B = TypeVar("B", bound=EventBody)
 
 _Handler = Callable[[Any, Any, Any], Any]
-_Apply = Callable[[Any, EventBody, list[Any]], None]  # (record, its event, the states): one event type's handlers
 
 
 def handles(*types: type[EventBody]) -> Callable[[Callable[[Any, S, B], S]], Callable[[Any, S, B], S]]:
@@ -75,7 +74,7 @@ class Projection(Generic[S]):
         None when this projection ignores it. A projection with its own :meth:`apply` gets every type."""
         if type(self).apply is Projection.apply:
             return self._dispatch.get(event_type)
-        return _via_apply
+        return via_apply
 
     def encode_state(self, state: S) -> bytes:
         return _CANONICAL.encode(state)
@@ -102,60 +101,9 @@ class Projection(Generic[S]):
         return s
 
 
-def _via_apply(self: Projection[Any], state: Any, body: EventBody) -> Any:
+def via_apply(self: Projection[Any], state: Any, body: EventBody) -> Any:
+    """The handler :meth:`Projection.handler_for` gives for every type of a projection with its own ``apply``."""
     return self.apply(state, self.current)
-
-
-class Folder:
-    """Folds blocks of records into several projections in one pass: one dispatch per record, not one per
-    record per projection, and counts the records of each event type on the way.
-
-    Each projection still sees its records in seq order; the order across projections does not matter
-    (they share no state). The table maps an event type to one function that counts the record and applies
-    every handler of that type in projection order, built on the first record of the type.
-    """
-
-    def __init__(self, projections: Iterable[Projection[Any]]) -> None:
-        self.projections = list(projections)
-        self._table: dict[type[EventBody], _Apply] = {}
-        self._counts: list[int] = []  # records folded, by the slot of their event type in _types
-        self._types: list[type[EventBody]] = []
-
-    def counts(self) -> dict[type[EventBody], int]:
-        """Records folded so far, by event type."""
-        return dict(zip(self._types, self._counts, strict=True))
-
-    def _entry(self, event_type: type[EventBody]) -> _Apply:
-        # The function is generated (as dataclasses generates __init__), with the projections, handlers, state
-        # indices and count slot bound as constants: a replay spends most of its fold in this dispatch, and a
-        # loop over (index, projection, handler) triples cost it 4% of its instructions more (benchmarks/
-        # replay_instr.py). Only integers and fixed names reach the source; the objects go in the namespace.
-        slot = len(self._counts)
-        self._counts.append(0)
-        self._types.append(event_type)
-        namespace: dict[str, Any] = {"counts": self._counts}
-        lines = ["def apply(rec, ev, states):", f"    counts[{slot}] += 1"]
-        for i, p in enumerate(self.projections):
-            h = p.handler_for(event_type)
-            if h is not None:
-                namespace[f"p{i}"], namespace[f"h{i}"] = p, h
-                lines.append(f"    p{i}.current = rec")
-                lines.append(f"    states[{i}] = h{i}(p{i}, states[{i}], ev)")
-        exec("\n".join(lines), namespace)  # generated from integers and fixed names only (see above)
-        apply: _Apply = namespace["apply"]
-        self._table[event_type] = apply
-        return apply
-
-    def fold(self, records: Iterable[Recorded], states: list[Any]) -> None:
-        """Apply ``records`` in order; ``states[i]`` is the state of ``projections[i]`` (updated in place)."""
-        table_get = self._table.get
-        entry_for = self._entry
-        for rec in records:
-            ev = rec.event
-            apply = table_get(type(ev))
-            if apply is None:
-                apply = entry_for(type(ev))
-            apply(rec, ev, states)
 
 
 _CANONICAL = msgspec.json.Encoder(order="deterministic")

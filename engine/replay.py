@@ -19,8 +19,9 @@ from events import EventBody
 
 from .derive import Deriver, derivers
 from .effects import EffectsProjection
+from .folder import Folder
 from .log import scan_log
-from .projection import Folder, Projection, state_hash
+from .projection import Projection, state_hash
 
 __all__ = ["Mismatch", "ReplayResult", "replay"]
 
@@ -82,7 +83,7 @@ def replay(
     last_seq = -1
     first_ts = last_ts = None
     # The scan checks a block of records, then it is folded while still in the CPU cache, into every
-    # projection in one pass (one dispatch per record: engine.projection.Folder); only --verify needs every
+    # projection in one pass (engine.folder.Folder: one generated loop); only --verify needs every
     # projection's state by name at each record, for the derivers. Past ``until`` the
     # scan still runs to the end: a bad line anywhere, or a torn tail, is reported as by a full replay.
     for block in scan:

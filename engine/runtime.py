@@ -40,8 +40,9 @@ from events import EventBody, Recorded, Request
 
 from .clock import Clock, SystemClock
 from .effects import EffectsProjection, pending_requests
+from .folder import Folder
 from .log import Durability, EventLog
-from .projection import Folder, Projection, encoded_hash, state_hash
+from .projection import Projection, encoded_hash, state_hash
 from .snapshot import load_snapshot, snapshot_anchor, write_snapshot
 
 __all__ = ["Reactor", "Runtime"]

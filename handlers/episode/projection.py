@@ -224,7 +224,11 @@ class EpisodesProjection(Projection[dict[str, EpisodeState]]):
 
     @handles(JobProgressed)
     def _job_progressed(self, s: dict[str, EpisodeState], e: JobProgressed) -> dict[str, EpisodeState]:
-        ep = self.owner(s, e.job_id)  # None for a one-shot episode's job: most of a run's progress
+        # A one-shot episode's job (most of a run's progress) is in no multi-job episode: answered here without
+        # the call to owner(), for the commonest event of a run
+        if self._owners_of is s and e.job_id not in self._owners:
+            return s
+        ep = self.owner(s, e.job_id)
         if ep is None:
             return s
         job = ep.jobs[e.job_id]

@@ -1,16 +1,35 @@
-"""The one-pass Folder: what it folds equals each projection's own fold, and it counts every record by type."""
+"""The one-pass Folder: what it folds equals each projection's own fold, it counts every record by type, and it
+skips setting ``current`` only for handlers that cannot read it."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.projection import Folder
-from events import Recorded, RunStarted
+from engine.effects import EffectsProjection
+from engine.folder import Folder, reads_record
+from engine.log import read_log
+from engine.projection import Projection, handles
+from events import (
+    JobAssigned,
+    JobFailed,
+    JobProgressed,
+    JobQueued,
+    JobRequeued,
+    JobStarted,
+    JobSucceeded,
+    Recorded,
+    RunStarted,
+)
+from handlers.registry import default_projections
 
 from .spine_model import body_for, fold_all, projections
+
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "run"
 
 
 def _records(positions: list[int]) -> list[Recorded]:
@@ -29,3 +48,123 @@ def test_folding_in_blocks_equals_each_projections_own_fold(positions: list[int]
         folder.fold(records[start : start + block], states)
     assert {p.name: s for p, s in zip(projs, states, strict=True)} == fold_all(projections(), records)
     assert folder.counts() == Counter(type(r.event) for r in records)
+
+
+def test_a_long_stream_folds_the_same_through_its_regenerated_orders() -> None:
+    # 10,000 records from a generator: folded in chunks, the branches regenerated as new types come and put in
+    # frequency order at 1,024 and 4,096 records; a block of one record at a time on the other side.
+    records = _records(list(range(200)) * 50)
+    projs = projections()
+    folder = Folder(projs)
+    states = [p.initial() for p in projs]
+    folder.fold((r for r in records), states)
+    assert {p.name: s for p, s in zip(projs, states, strict=True)} == fold_all(projections(), records)
+    assert folder.counts() == Counter(type(r.event) for r in records)
+
+
+def test_the_default_projections_fold_the_golden_run_as_each_folds_it_alone() -> None:
+    # The real handlers, whose record writes the Folder skips where reads_record says they never read it: each
+    # projection's own fold sets ``current`` before every handler, so a handler wrongly judged not to read it
+    # would see an older record's seq or ts here. The golden run's records share timestamps (937 for 2,650), so
+    # each is stamped with its own: a stale record shows in any ts a handler keeps.
+    records = [Recorded(r.seq, 1_000_000.0 + r.seq, r.event) for r in read_log(GOLDEN / "events.jsonl").records]
+    assert len(records) > 2000
+    for block in (1, 7, 64, len(records)):
+        projs = [*default_projections(), EffectsProjection()]
+        folder, states = Folder(projs), [p.initial() for p in projs]
+        for start in range(0, len(records), block):
+            folder.fold(records[start : start + block], states)
+        alone = [p.fold(records) for p in [*default_projections(), EffectsProjection()]]
+        encode = msgspec.json.Encoder(order="deterministic").encode
+        assert [encode(s) for s in states] == [encode(s) for s in alone], block
+    skipped = [(p.name, t.type) for p in projs for t in p._dispatch if not reads_record(p, p._dispatch[t])]
+    assert ("queue", "job.progressed") in skipped and ("queue", "job.queued") not in skipped  # both kinds folded
+
+
+class _Reads(Projection[list[float]]):
+    """One handler per way a handler can reach ``self.current``, and one that cannot."""
+
+    name = "t_reads"
+    state_type = list[float]
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+        self.hook = self._helper
+
+    def initial(self) -> list[float]:
+        return []
+
+    def _helper(self) -> float:
+        return self.current.ts
+
+    @property
+    def _ts(self) -> float:
+        return self.current.ts
+
+    @staticmethod
+    def _double(x: float) -> float:
+        return 2 * x
+
+    @handles(JobQueued)
+    def direct(self, s: list[float], e: JobQueued) -> list[float]:
+        return [*s, self.current.ts]
+
+    @handles(JobStarted)
+    def via_method(self, s: list[float], e: JobStarted) -> list[float]:
+        return [*s, self._helper()]
+
+    @handles(JobSucceeded)
+    def via_property(self, s: list[float], e: JobSucceeded) -> list[float]:
+        return [*s, self._ts]
+
+    @handles(JobFailed)
+    def passed_on(self, s: list[float], e: JobFailed) -> list[float]:
+        return [*s, _ts_of(self)]
+
+    @handles(JobProgressed)
+    def in_a_lambda(self, s: list[float], e: JobProgressed) -> list[float]:
+        return [*s, (lambda: self.current.ts)()]
+
+    @handles(JobAssigned)
+    def via_an_attribute(self, s: list[float], e: JobAssigned) -> list[float]:
+        return [*s, self.hook()]
+
+    @handles(JobRequeued)
+    def never(self, s: list[float], e: JobRequeued) -> list[float]:
+        self.seen.append(self._double(len(s)))
+        return [*s, -1.0]
+
+
+def _ts_of(p: _Reads) -> float:
+    return p.current.ts
+
+
+def test_reads_record_follows_every_way_to_the_record_and_only_those() -> None:
+    p = _Reads()
+    judged = {h.__name__: reads_record(p, h) for h in type(p)._dispatch.values()}
+    assert judged == {
+        "direct": True,
+        "via_method": True,
+        "via_property": True,
+        "passed_on": True,
+        "in_a_lambda": True,
+        "via_an_attribute": True,
+        "never": False,
+    }
+
+
+def test_a_handler_that_reads_the_record_through_a_helper_gets_its_own_record() -> None:
+    kinds = [
+        JobQueued(job_id="j", episode_id="e", family="f", base_model="m", bundle="b"),
+        JobStarted(job_id="j", pod_id="p"),
+        JobSucceeded(job_id="j", pre=0.0, post=1.0, train_seconds=1.0),
+        JobFailed(job_id="j", reason="r"),
+        JobProgressed(job_id="j", step=1),
+        JobAssigned(job_id="j", pod_id="p", key="k", attempt=1),
+        JobRequeued(job_id="j", reason="r", attempt=1),
+    ]
+    records = [Recorded(seq=i, ts=100.0 + i, event=kinds[i % len(kinds)]) for i in range(50)]
+    folder, states = Folder([_Reads()]), [[]]
+    folder.fold(records, states)
+    assert states[0] == _Reads().fold(records)
+    assert states[0][:6] == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]  # each handler saw its own record
