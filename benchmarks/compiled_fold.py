@@ -11,6 +11,8 @@ is the best of ``--repeat`` fresh processes, the three steps interleaved: the ra
 of every line, untyped), ``engine.replay.replay`` with the default projections from the sources, and the same
 from the compiled copy (imports excluded). The two replays must print the same state hash.
 
+Compiled handlers are Cython functions, not Python ones, so ``engine.folder.reads_record`` cannot read them and the
+compiled Folder sets ``current`` before every handler (the sixth pass's skipped writes are not in that figure).
 ``events/codec.py`` stays interpreted: Cython 3.3 compiles its strided ``bytearray`` slice assignment (the crc
 check of a block) into code that raises ``TypeError`` at run time.
 """
@@ -27,12 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.log_bench import write_replay_file
-from benchmarks.replay_instr import FLOOR, PRELUDE, REPLAY, STEPS
+from benchmarks.replay_instr import FLOOR, REPLAY, STEPS
+from benchmarks.replay_scale import ROOT, fresh_process
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("adapters", "cli", "engine", "events", "families", "handlers", "views")
 #: the modules a replay runs per record or per block (codec excepted: see the docstring)
 COMPILED = (
+    "engine/folder.py",
     "engine/projection.py",
     "engine/replay.py",
     "engine/log.py",
@@ -64,25 +67,6 @@ def compile_copy(dest: Path, cython_python: str) -> None:
         raise SystemExit(f"Cython built no extension for {missing}")
 
 
-def timed(code: str, log: Path, root: Path) -> tuple[float, str]:
-    """CPU seconds of ``code`` in a fresh process importing from ``root`` (imports excluded), and its stderr."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"{PRELUDE}import gc, time\ngc.collect()\ncpu = time.process_time()\n{code}\n"
-            "print(time.process_time() - cpu)",
-            str(log),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=root,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-    )
-    return float(out.stdout.split()[0]), out.stderr.strip()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cython-python", required=True, help="an interpreter with Cython and setuptools installed")
@@ -105,7 +89,7 @@ def main() -> None:
         hashes: dict[str, str] = {}
         for _ in range(args.repeat):
             for name, (code, root) in steps.items():
-                cpu, err = timed(code, log, root)
+                cpu, err = fresh_process(code, log, root)
                 best[name] = min(best.get(name, cpu), cpu)
                 if err:
                     hashes[name] = err.splitlines()[-1]

@@ -23,13 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.log_bench import write_replay_file
 from benchmarks.replay_instr import FLOOR, PRELUDE, REPLAY, STEPS
 
+ROOT = Path(__file__).resolve().parents[1]
 # The same two steps as benchmarks/replay_instr.py counts in instructions, here timed in CPU seconds.
 _STEPS = {"raw decode (floor)": STEPS[FLOOR], "ait replay": STEPS[REPLAY]}
 
 
-def cpu_seconds(code: str, log: Path) -> float:
-    """CPU seconds of ``code`` in a fresh process (imports excluded), on ``log``."""
-    root = Path(__file__).resolve().parents[1]
+def fresh_process(code: str, log: Path, root: Path = ROOT) -> tuple[float, str]:
+    """CPU seconds of ``code`` in a fresh process importing the packages from ``root`` (imports excluded), on
+    ``log``, and what it wrote to stderr."""
     out = subprocess.run(
         [
             sys.executable,
@@ -41,9 +42,14 @@ def cpu_seconds(code: str, log: Path) -> float:
         capture_output=True,
         text=True,
         check=True,
-        cwd=root,
-    ).stdout
-    return float(out.split()[-1])
+        cwd=root,  # ``python -c`` puts the working directory first on sys.path
+    )
+    return float(out.stdout.split()[-1]), out.stderr.strip()
+
+
+def cpu_seconds(code: str, log: Path) -> float:
+    """CPU seconds of ``code`` in a fresh process (imports excluded), on ``log``."""
+    return fresh_process(code, log)[0]
 
 
 def main() -> None:

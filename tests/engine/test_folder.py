@@ -3,10 +3,12 @@ skips setting ``current`` only for handlers that cannot read it."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -168,3 +170,10 @@ def test_a_handler_that_reads_the_record_through_a_helper_gets_its_own_record() 
     folder.fold(records, states)
     assert states[0] == _Reads().fold(records)
     assert states[0][:6] == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]  # each handler saw its own record
+
+
+def test_on_another_python_every_handler_counts_as_reading_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _Reads()
+    assert not reads_record(p, _Reads.never)  # the target is there on this interpreter
+    monkeypatch.setattr(sys, "version_info", (3, 12, 0, "final", 0))
+    assert reads_record(p, _Reads.never)
