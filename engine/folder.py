@@ -28,8 +28,8 @@ __all__ = ["Folder", "reads_record"]
 _Fold = Callable[[Iterator[Recorded], list[Any], list[int]], Recorded | None]
 _CHUNK = 4096  # records per call of the generated function when given one long iterable (a rebuild's tail)
 _FIRST_SORT = 1024  # records folded before the branches are first put in frequency order; then at 4x, 16x, ...
-# Reading one of these on ``self`` is fine: the projection's own plain attributes
 _MISSING = object()
+# What may follow a load of ``self`` without passing it on: an attribute read, a method load, a write, a delete
 _SELF_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -28,6 +29,7 @@ from events import (
     RunStarted,
 )
 from handlers.registry import default_projections
+from views.snapshot import snapshot_views
 
 from .spine_model import body_for, fold_all, projections
 
@@ -64,7 +66,12 @@ def test_a_long_stream_folds_the_same_through_its_regenerated_orders() -> None:
     assert folder.counts() == Counter(type(r.event) for r in records)
 
 
-def test_the_default_projections_fold_the_golden_run_as_each_folds_it_alone() -> None:
+def _real_projections() -> list[Projection[Any]]:
+    """Every projection a runtime folds: the domain's, effects, and the dashboard's and report's own."""
+    return [*default_projections(), EffectsProjection(), *snapshot_views()]
+
+
+def test_the_real_projections_fold_the_golden_run_as_each_folds_it_alone() -> None:
     # The real handlers, whose record writes the Folder skips where reads_record says they never read it: each
     # projection's own fold sets ``current`` before every handler, so a handler wrongly judged not to read it
     # would see an older record's seq or ts here. The golden run's records share timestamps (937 for 2,650), so
@@ -72,15 +79,16 @@ def test_the_default_projections_fold_the_golden_run_as_each_folds_it_alone() ->
     records = [Recorded(r.seq, 1_000_000.0 + r.seq, r.event) for r in read_log(GOLDEN / "events.jsonl").records]
     assert len(records) > 2000
     for block in (1, 7, 64, len(records)):
-        projs = [*default_projections(), EffectsProjection()]
+        projs = _real_projections()
         folder, states = Folder(projs), [p.initial() for p in projs]
         for start in range(0, len(records), block):
             folder.fold(records[start : start + block], states)
-        alone = [p.fold(records) for p in [*default_projections(), EffectsProjection()]]
+        alone = [p.fold(records) for p in _real_projections()]
         encode = msgspec.json.Encoder(order="deterministic").encode
         assert [encode(s) for s in states] == [encode(s) for s in alone], block
     skipped = [(p.name, t.type) for p in projs for t in p._dispatch if not reads_record(p, p._dispatch[t])]
     assert ("queue", "job.progressed") in skipped and ("queue", "job.queued") not in skipped  # both kinds folded
+    assert len(projs) > 12 and len({p.name for p in projs}) == len(projs)
 
 
 class _Reads(Projection[list[float]]):
