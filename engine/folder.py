@@ -89,10 +89,21 @@ class Folder:
     def __init__(self, projections: Iterable[Projection[Any]]) -> None:
         self.projections = list(projections)
         self._types: list[type[EventBody]] = []  # every type seen, by the slot of its count
+        self._slots: dict[type[EventBody], int] = {}
         self._counts: list[int] = []  # records folded, by slot
+        # Each type's handlers and branch body, made once (the analysis reads bytecode), and the namespace the
+        # generated function runs in
+        self._handlers: list[list[tuple[int, Projection[Any], Callable[..., Any]]]] = []
+        self._bodies: list[list[str]] = []
+        self._uses: set[int] = set()
+        self._namespace: dict[str, Any] = {}
+        self._fold: _Fold = self._generate()
+        # Compiling the function costs ~1 ms (more with more types): it is regenerated at most once per chunk, at
+        # the start of the next one, when a type it lacks came or the branches are due to be re-sorted. A fold of
+        # one chunk (a rebuild's short tail) never compiles one and takes the slow path for every record.
+        self._stale = False
         self._folded = 0
         self._sort_at = _FIRST_SORT
-        self._fold: _Fold = self._generate()
 
     def counts(self) -> dict[type[EventBody], int]:
         """Records folded so far, by event type."""
@@ -108,41 +119,61 @@ class Folder:
             self._fold_chunk(chunk, states)
 
     def _fold_chunk(self, chunk: list[Recorded], states: list[Any]) -> None:
+        if self._stale:
+            self._fold, self._stale = self._generate(), False
         it = iter(chunk)
         # The generated function stops at a type it has no branch for and hands that record back.
         while (new := self._fold(it, states, self._counts)) is not None:
-            self._types.append(type(new.event))
-            self._counts.append(0)
-            self._fold = self._generate()
-            self._fold(iter((new,)), states, self._counts)
+            self._apply_one(new, states)
         self._folded += len(chunk)
         if self._folded >= self._sort_at:  # the branches in the order of the records seen so far
             self._sort_at *= 4
-            self._fold = self._generate()
+            self._stale = True
+
+    def _apply_one(self, rec: Recorded, states: list[Any]) -> None:
+        """The slow path, for a record of a type the generated function does not have yet."""
+        event_type = type(rec.event)
+        slot = self._slots.get(event_type)
+        if slot is None:
+            slot = self._add(event_type)
+        self._stale = True
+        self._counts[slot] += 1
+        for i, p, h in self._handlers[slot]:
+            p.current = rec  # always, here: the analysis only spares the generated branches the write
+            states[i] = h(p, states[i], rec.event)
+
+    def _add(self, event_type: type[EventBody]) -> int:
+        # Only integers and fixed names reach the source; the objects it uses go in its namespace.
+        slot = len(self._types)
+        self._types.append(event_type)
+        self._slots[event_type] = slot
+        self._counts.append(0)
+        self._namespace[f"T{slot}"] = event_type
+        handlers: list[tuple[int, Projection[Any], Callable[..., Any]]] = []
+        body = [f"                c{slot} += 1"]
+        for i, p in enumerate(self.projections):
+            h = p.handler_for(event_type)
+            if h is None:
+                continue
+            handlers.append((i, p, h))
+            self._uses.add(i)
+            self._namespace[f"p{i}"], self._namespace[f"h{slot}_{i}"] = p, h
+            if reads_record(p, h):
+                body.append(f"                p{i}.current = rec")
+            body.append(f"                s{i} = h{slot}_{i}(p{i}, s{i}, ev)")
+        self._handlers.append(handlers)
+        self._bodies.append(body)
+        return slot
 
     def _generate(self) -> _Fold:
-        # Only integers and fixed names reach the source; the objects it uses go in its namespace.
-        namespace: dict[str, Any] = {}
-        used: set[int] = set()
         branches: list[str] = []
         for slot in sorted(range(len(self._types)), key=lambda s: -self._counts[s]):
-            event_type = self._types[slot]
-            namespace[f"T{slot}"] = event_type
             branches.append(f"            {'elif' if branches else 'if'} cls is T{slot}:")
-            branches.append(f"                c{slot} += 1")
-            for i, p in enumerate(self.projections):
-                h = p.handler_for(event_type)
-                if h is None:
-                    continue
-                used.add(i)
-                namespace[f"p{i}"], namespace[f"h{slot}_{i}"] = p, h
-                if reads_record(p, h):
-                    branches.append(f"                p{i}.current = rec")
-                branches.append(f"                s{i} = h{slot}_{i}(p{i}, s{i}, ev)")
-        slots = range(len(self._types))
+            branches.extend(self._bodies[slot])
+        used, slots = sorted(self._uses), range(len(self._types))
         lines = [
             "def fold(records, states, counts):",
-            *(f"    s{i} = states[{i}]" for i in sorted(used)),
+            *(f"    s{i} = states[{i}]" for i in used),
             *(f"    c{slot} = 0" for slot in slots),
             "    new = None",
             "    try:",
@@ -154,11 +185,12 @@ class Folder:
             "                new = rec",
             "                break",
             "    finally:",
-            *(f"        states[{i}] = s{i}" for i in sorted(used)),
+            *(f"        states[{i}] = s{i}" for i in used),
             *(f"        counts[{slot}] += c{slot}" for slot in slots),
             "        pass",
             "    return new",
         ]
-        exec("\n".join(lines), namespace)  # generated from integers and fixed names only (see above)
+        namespace = dict(self._namespace)
+        exec("\n".join(lines), namespace)  # generated from integers and fixed names only (see _add)
         fold: _Fold = namespace["fold"]
         return fold
