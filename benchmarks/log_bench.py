@@ -57,7 +57,7 @@ from engine.effects import EffectsProjection
 from engine.log import Durability, scan_log
 from engine.projection import Projection, handles, state_hash
 from engine.runtime import Runtime
-from events import CostSettled, EventBody, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
+from events import CostSettled, EventBody, JobAssigned, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
 from events.codec import RecordCodec, _typed_decoder
 from handlers.registry import default_projections
 
@@ -226,12 +226,26 @@ def fsync_latency(root: Path, n: int = 50) -> float:
 # -- replay --------------------------------------------------------------------------------------------
 
 
-def write_replay_file(path: Path, n: int) -> None:
+def lifecycle_body(n: int) -> EventBody:
+    """:func:`body`'s stream with each job's lifecycle as a run has it: assigned to a pod before it starts (one
+    progress event fewer). In :func:`body`'s stream no job is ever assigned, so the queue folds its start and its
+    progress as anomalies, its cheapest branch: the issue's figures are on that stream, this one is the check."""
+    match n % 8:
+        case 1:
+            job = f"job-{n // 8:07d}"
+            return JobAssigned(job_id=job, pod_id=f"pod-{n % 13}", key=f"k-{job}", attempt=1)
+        case 2:
+            return JobStarted(job_id=f"job-{n // 8:07d}", pod_id=f"pod-{(n - 1) % 13}")
+        case _:
+            return body(n)
+
+
+def write_replay_file(path: Path, n: int, stream: Callable[[int], EventBody] = body) -> None:
     codec = RecordCodec()
     with path.open("wb") as f:
         chunk: list[bytes] = []
         for i in range(n):
-            chunk.append(codec.encode(Recorded(i, 1_764_460_800.0 + i * 0.001, body(i))))
+            chunk.append(codec.encode(Recorded(i, 1_764_460_800.0 + i * 0.001, stream(i))))
             if len(chunk) == 10_000:
                 f.write(b"".join(chunk))
                 chunk.clear()

@@ -11,6 +11,9 @@ log_bench stream) minus those of the same process on a 100-event log (interprete
 floor (``msgspec.json.decode`` of every line, untyped), the checked scan alone, and ``engine.replay.replay``
 with the default projections (what ``ait replay`` runs). Needs ``valgrind`` on the PATH.
 
+``--lifecycle`` writes the log with each job assigned to a pod before it starts (``log_bench.lifecycle_body``): in
+the issue's stream no job is assigned, and the queue folds starts and progress as anomalies, its cheapest branch.
+
 ``--parts`` also counts each part of a replay alone: the checked scan's (typed decode, the crc check's split and
 CRC-32s, the whole ``decode_block``) and each projection's fold. ``--stores`` counts only what one attribute read
 and one write cost on a msgspec Struct (what the projections' states are made of) and on a ``__slots__`` class.
@@ -30,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.log_bench import write_replay_file
+from benchmarks.log_bench import body as bench_body
+from benchmarks.log_bench import lifecycle_body, write_replay_file
 from handlers.registry import default_projections
 
 PRELUDE = (
@@ -158,6 +162,11 @@ def main() -> None:
     ap.add_argument("--before-root", type=Path, default=None, help="a checkout of the code before a change")
     ap.add_argument("--stores", action="store_true", help="only: attribute read/write cost, Struct vs __slots__")
     ap.add_argument("--parts", action="store_true", help="also: each part of the scan and each projection's fold")
+    ap.add_argument(
+        "--lifecycle",
+        action="store_true",
+        help="each job assigned before it starts (log_bench.lifecycle_body), not the issue's stream",
+    )
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("replay_instr: valgrind is not on the PATH")
@@ -169,9 +178,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="replay-instr-"))
     try:
         big, small = tmp / "big.jsonl", tmp / "small.jsonl"
-        write_replay_file(big, args.events)
-        write_replay_file(small, 100)
-        print(f"instructions per event, {args.events:,}-event log (imports subtracted), valgrind cachegrind")
+        stream = lifecycle_body if args.lifecycle else bench_body
+        write_replay_file(big, args.events, stream)
+        write_replay_file(small, 100, stream)
+        kind = "lifecycle stream" if args.lifecycle else "log_bench stream"
+        print(f"instructions per event, {args.events:,}-event log, {kind} (imports subtracted), valgrind cachegrind")
         for which, root in roots.items():
             per = {}
             for name, code in STEPS.items():
