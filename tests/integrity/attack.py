@@ -215,9 +215,14 @@ class Host:
         self.key_planted = planted_dir / "install.key"
         self.key_planted.write_text("cd" * 32 + "\n")
         self.key_planted.chmod(0o600)
+        # The socket is open to every uid, and its folder can be crossed by every uid: on a root host whose Python
+        # is not private to root, the no-sandbox fallback drops the child to another uid, and a 0700 folder
+        # (mkdtemp's) closed the route there, so the control run saw it closed for a reason that is not the sandbox.
+        self.root.chmod(0o711)
         self.socket_path = self.root / "host.sock"
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(str(self.socket_path))
+        self.socket_path.chmod(0o777)
         server.listen(8)
         self._server = server
         threading.Thread(target=self._serve, daemon=True).start()
