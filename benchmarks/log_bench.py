@@ -57,7 +57,19 @@ from engine.effects import EffectsProjection
 from engine.log import Durability, scan_log
 from engine.projection import Projection, handles, state_hash
 from engine.runtime import Runtime
-from events import CostSettled, EventBody, JobAssigned, JobProgressed, JobQueued, JobStarted, JobSucceeded, Recorded
+from events import (
+    CostSettled,
+    EventBody,
+    JobAssigned,
+    JobProgressed,
+    JobQueued,
+    JobStarted,
+    JobSucceeded,
+    PodCreated,
+    PodReady,
+    PodRequested,
+    Recorded,
+)
 from events.codec import RecordCodec, _typed_decoder
 from handlers.registry import default_projections
 
@@ -226,18 +238,38 @@ def fsync_latency(root: Path, n: int = 50) -> float:
 # -- replay --------------------------------------------------------------------------------------------
 
 
+#: the lifecycle stream's pods, brought up before its first job (each: requested, created, ready)
+LIFECYCLE_PODS = 13
+LIFECYCLE_SETUP = 3 * LIFECYCLE_PODS
+
+
 def lifecycle_body(n: int) -> EventBody:
-    """:func:`body`'s stream with each job's lifecycle as a run has it: assigned to a pod before it starts (one
-    progress event fewer). In :func:`body`'s stream no job is ever assigned, so the queue folds its start and its
-    progress as anomalies, its cheapest branch: the issue's figures are on that stream, this one is the check."""
-    match n % 8:
+    """:func:`body`'s stream as a run has it: 13 pods come up first, then each job is assigned to one of them
+    before it starts (one progress event fewer), and its outcome names its attempt's key, pod and attempt, as the
+    dispatcher records them. In :func:`body`'s stream no job is ever assigned, so the queue folds its start and
+    its progress as anomalies, its cheapest branch: the issue's figures are on that stream, this one is the check.
+    """
+    if n < LIFECYCLE_SETUP:
+        pod, step = f"pod-{n // 3}", n % 3
+        if step == 0:
+            return PodRequested(key=f"k-{pod}", pod_id=pod, gpu_type="A100", provider="runpod")
+        if step == 1:
+            return PodCreated(pod_id=pod, provider_id=f"rp-{pod}", usd_per_hour=1.19)
+        return PodReady(key=f"k-{pod}", pod_id=pod, provider_id=f"rp-{pod}", url=f"https://{pod}.example")
+    m = n - LIFECYCLE_SETUP
+    job = f"job-{m // 8:07d}"
+    pod = f"pod-{m // 8 % LIFECYCLE_PODS}"
+    match m % 8:
         case 1:
-            job = f"job-{n // 8:07d}"
-            return JobAssigned(job_id=job, pod_id=f"pod-{n % 13}", key=f"k-{job}", attempt=1)
+            return JobAssigned(job_id=job, pod_id=pod, key=f"k-{job}", attempt=1)
         case 2:
-            return JobStarted(job_id=f"job-{n // 8:07d}", pod_id=f"pod-{(n - 1) % 13}")
+            return JobStarted(job_id=job, pod_id=pod, attempt=1)
+        case 7:
+            return JobSucceeded(
+                key=f"k-{job}", job_id=job, pod_id=pod, attempt=1, pre=0.25, post=0.5, train_seconds=30.0
+            )
         case _:
-            return body(n)
+            return body(m)
 
 
 def write_replay_file(path: Path, n: int, stream: Callable[[int], EventBody] = body) -> None:

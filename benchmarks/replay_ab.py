@@ -1,6 +1,6 @@
 """``ait replay`` in CPU seconds, this checkout against another, in rounds that cancel the host's drift.
 
-    .venv/bin/python benchmarks/replay_ab.py --before-root /tmp/before [--events 1000000] [--rounds 9]
+    .venv/bin/python benchmarks/replay_ab.py --before-root /tmp/before [--events 1000000] [--rounds 9] [--lifecycle]
 
 On a shared machine the speed of the same code moves by 20 % or more within minutes (docs/performance.md), more
 than a change to the fold moves it. Each round runs four fresh processes back to back: the raw floor
@@ -9,6 +9,8 @@ checkout, the same from ``--before-root``, and the floor again (imports excluded
 ``benchmarks/replay_scale.py`` times them). Each replay is set against the mean of its round's two floors, and
 the two checkouts against each other within the round; the medians over the rounds are printed, with the best of
 each step. The instruction count (``benchmarks/replay_instr.py``) is the figure the host does not move.
+``--lifecycle`` replays ``log_bench.lifecycle_body``'s stream (pods come up, each job runs on one) instead of the
+issue's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.log_bench import write_replay_file
+from benchmarks.log_bench import body, lifecycle_body, write_replay_file
 from benchmarks.replay_instr import FLOOR, REPLAY, STEPS
 from benchmarks.replay_scale import fresh_process
 
@@ -32,14 +34,16 @@ def main() -> None:
     ap.add_argument("--before-root", type=Path, required=True, help="a checkout of the code before a change")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--lifecycle", action="store_true", help="log_bench.lifecycle_body's stream, not the issue's")
     args = ap.parse_args()
     before = args.before_root.resolve()
     tmp = Path(tempfile.mkdtemp(prefix="replay-ab-"))
     try:
         log = tmp / "log.jsonl"
-        write_replay_file(log, args.events)
+        write_replay_file(log, args.events, lifecycle_body if args.lifecycle else body)
         rows: list[tuple[float, float, float]] = []  # (mean floor, this checkout, before)
-        print(f"{args.events:,} events, CPU s per fresh process (imports excluded)")
+        kind = "lifecycle stream" if args.lifecycle else "log_bench stream"
+        print(f"{args.events:,} events ({kind}), CPU s per fresh process (imports excluded)")
         for i in range(args.rounds):
             first = fresh_process(STEPS[FLOOR], log)[0]
             after = fresh_process(STEPS[REPLAY], log)[0]

@@ -191,7 +191,9 @@ def main() -> None:
             floor, replay = per[FLOOR], per[REPLAY]
             print(f"  {which:14s} floor / ait replay (instructions): {floor / replay:.3f}  (target's ratio >= 0.6)")
         if args.parts:
-            parts(big, small, here, args.events)
+            for which, root in roots.items():
+                print(f"  {which}:")
+                parts(big, small, root, args.events)
     finally:
         shutil.rmtree(tmp)
 

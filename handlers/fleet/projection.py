@@ -126,8 +126,46 @@ class FleetProjection(Projection[FleetState]):
     name = "fleet"
     state_type = FleetState
 
+    def __init__(self) -> None:
+        # How many pods name each job (pod.job_id): derived from the state, kept here and not in it, so the state
+        # (its hash, its snapshots) stays what it was. An assignment must know whether another pod holds the job
+        # (one pod per job) and an outcome that names no pod must find the one that does: without the count each
+        # visited every pod, a replay's most common fleet work. Built from the state the first time a state object
+        # is seen (a snapshot's, a fresh one) and kept by the two handlers that write a pod's job_id.
+        self._holders: dict[str, int] = {}
+        self._holders_of: FleetState | None = None
+
     def initial(self) -> FleetState:
         return FleetState()
+
+    def _holders_in(self, state: FleetState) -> dict[str, int]:
+        if self._holders_of is not state:
+            holders: dict[str, int] = {}
+            for p in state.pods.values():
+                if p.job_id:
+                    holders[p.job_id] = holders.get(p.job_id, 0) + 1
+            self._holders, self._holders_of = holders, state
+        return self._holders
+
+    def _hold(self, state: FleetState, pod: PodEntry, job_id: str, key: str) -> None:
+        holders = self._holders_in(state)
+        if pod.job_id:
+            self._let_go(state, pod)
+        holders[job_id] = holders.get(job_id, 0) + 1
+        pod.job_id, pod.job_key = job_id, key
+
+    def _let_go(self, state: FleetState, pod: PodEntry) -> None:
+        holders = self._holders_in(state)
+        left = holders.get(pod.job_id, 0) - 1
+        if left > 0:
+            holders[pod.job_id] = left
+        else:
+            holders.pop(pod.job_id, None)
+        pod.job_id = pod.job_key = ""
+
+    def holders(self, state: FleetState, job_id: str) -> int:
+        """How many pods name ``job_id`` (any status), in constant time."""
+        return self._holders_in(state).get(job_id, 0)
 
     def _set(self, state: FleetState, pod: PodEntry, status: str) -> None:
         old = state.counts.get(pod.status, 0) - 1
@@ -235,10 +273,14 @@ class FleetProjection(Projection[FleetState]):
         pod = self._pod(state, e.pod_id, AVAILABLE)
         if pod is None:
             return state
-        if any(p.job_id == e.job_id and p.status in LIVE for p in state.pods.values()):
+        # Only when some pod names the job are the pods visited (a lost pod keeps its job's name, and only a live
+        # holder forbids the assignment).
+        if self.holders(state, e.job_id) and any(
+            p.job_id == e.job_id and p.status in LIVE for p in state.pods.values()
+        ):
             state.anomalies += 1  # the job's open attempt holds another pod: one pod per job
             return state
-        pod.job_id, pod.job_key = e.job_id, e.key
+        self._hold(state, pod, e.job_id, e.key)
         self._set(state, pod, "busy")
         return state
 
@@ -247,14 +289,15 @@ class FleetProjection(Projection[FleetState]):
         pod = state.pods.get(pod_id) if pod_id else None
         if pod is None or pod.job_id != job_id:
             # The holder with the smallest id (what a sort by id would find first), without sorting every pod per
-            # outcome: a replay folds one per job.
+            # outcome (a replay folds one per job), and without visiting them when no pod names the job.
             pod = None
-            for p in state.pods.values():
-                if p.job_id == job_id and (pod is None or p.pod_id < pod.pod_id):
-                    pod = p
+            if self.holders(state, job_id):
+                for p in state.pods.values():
+                    if p.job_id == job_id and (pod is None or p.pod_id < pod.pod_id):
+                        pod = p
         if pod is None or (key and pod.job_key and key != pod.job_key):
             return  # no pod holds this attempt (it was lost and its job cleared): nothing to free
-        pod.job_id = pod.job_key = ""
+        self._let_go(state, pod)
         if finished:
             pod.jobs_done += 1
         if pod.status == "busy":

@@ -145,9 +145,13 @@ class QueueProjection(Projection[QueueState]):
             state.anomalies += 1
             return state
         self._set(state, job, "assigned")
-        # Attempts only grow, whatever the event says: the attempt count bounds retries.
-        job.attempts = max(e.attempt, job.attempts + 1)
-        job.pod_id, job.key, job.cursor = e.pod_id, e.key, 0
+        # Attempts only grow, whatever the event says: the attempt count bounds retries. (No max(): CPython 3.11's
+        # builtin parses its arguments on every call, and a replay folds one assignment per attempt.)
+        attempt = job.attempts + 1
+        job.attempts = e.attempt if e.attempt > attempt else attempt
+        job.pod_id, job.key = e.pod_id, e.key
+        if job.cursor:  # a Struct field write costs several reads: write only what changes
+            job.cursor = 0
         return state
 
     @handles(JobStarted)
@@ -166,13 +170,18 @@ class QueueProjection(Projection[QueueState]):
         if job is None or job.status not in ACTIVE:
             state.anomalies += 1
             return state
-        if e.phase != "pre_score" or job.step == 0:  # a pre-score ending mid-training (CPU trainer) is no step
-            job.step = e.step
-        job.cursor = max(job.cursor, e.cursor)
+        # Progress is about half of a run's events: no max() and no write of a field that does not change.
+        step = e.step
+        if job.step != step and (e.phase != "pre_score" or job.step == 0):
+            job.step = step  # a pre-score ending mid-training (CPU trainer) is no step
+        if e.cursor > job.cursor:
+            job.cursor = e.cursor
         return state
 
     def _close(self, job: JobEntry) -> None:
-        job.pod_id, job.key, job.cursor = "", "", 0
+        job.pod_id, job.key = "", ""
+        if job.cursor:
+            job.cursor = 0
 
     @handles(JobSucceeded)
     def _succeeded(self, state: QueueState, e: JobSucceeded) -> QueueState:

@@ -188,3 +188,31 @@ def test_an_outcome_naming_no_pod_or_another_frees_the_pod_that_holds_the_job() 
             ("idle", "", 1),
             ("ready", "", 0),
         ], named
+
+
+outcomes_naming_pods = st.one_of(
+    st.builds(
+        lambda j, k, p: JobSucceeded(key=k, job_id=j, pod_id=p, pre=0, post=1, train_seconds=1), jobs, keys, pods
+    ),
+    st.builds(lambda j, k, p: JobRequeued(key=k, job_id=j, reason="x", attempt=1, pod_id=p), jobs, keys, pods),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(fleet_bodies, outcomes_naming_pods), max_size=50))
+def test_the_projections_count_of_each_jobs_pods_follows_the_state(events: list[EventBody]) -> None:
+    # The projection keeps how many pods name each job outside the state; one that kept it across the whole stream
+    # and a fresh one per event (which counts from the state each time) must fold every stream to the same state,
+    # and the kept count must be the pods' own at every step.
+    # The three pods come up first, so that most streams assign jobs and end their attempts.
+    kept = FleetProjection()
+    state, fresh_state = kept.initial(), kept.initial()
+    for i, body in enumerate([*launched("p0"), *launched("p1"), *launched("p2"), *events]):
+        rec = Recorded(i, float(i), body)
+        state = kept.apply(state, rec)
+        fresh_state = FleetProjection().apply(fresh_state, rec)
+        assert kept.encode_state(state) == kept.encode_state(fresh_state), body
+        named = Counter(p.job_id for p in state.pods.values() if p.job_id)
+        assert {j: kept.holders(state, j) for j in ("j0", "j1", "j2", "")} == {
+            j: named.get(j, 0) for j in ("j0", "j1", "j2", "")
+        }
