@@ -15,8 +15,9 @@ with the default projections (what ``ait replay`` runs). Needs ``valgrind`` on t
 the issue's stream no job is assigned, and the queue folds starts and progress as anomalies, its cheapest branch.
 
 ``--parts`` also counts each part of a replay alone: the checked scan's (typed decode, the crc check's split and
-CRC-32s, the whole ``decode_block``) and each projection's fold. ``--stores`` counts only what one attribute read
-and one write cost on a msgspec Struct (what the projections' states are made of) and on a ``__slots__`` class.
+CRC-32s, the whole ``decode_block``), each projection's fold, and the state hash at the end. ``--stores`` counts
+only what one attribute read and one write cost on a msgspec Struct (what the projections' states are made of) and
+on a ``__slots__`` class.
 """
 
 from __future__ import annotations
@@ -135,13 +136,18 @@ for b in blocks: folder.fold(b, states)
 """
 
 
-def parts(big: Path, small: Path, root: Path, events: int) -> None:
+# The state hash at the end of a replay: the replay, less the same replay with the hash left out.
+_NO_HASH = "engine.replay.state_hash = lambda projections, states: ''\n" + STEPS[REPLAY]
+
+
+def parts(big: Path, small: Path, root: Path, events: int, replay: float) -> None:
     """Instructions per event of each part of a replay, alone (the valgrind runs in parallel, one per CPU: an
-    instruction count does not depend on the neighbours)."""
+    instruction count does not depend on the neighbours); ``replay``: the whole replay's, per event."""
     names = [q.name for q in default_projections()] + ["effects"]
     folds = {name: f"[every[{name!r}]]" for name in names} | {"all": "list(every.values())", "(empty)": "[]"}
     codes = {f"scan {k}": _SCAN_SETUP + code for k, code in _SCAN_PARTS.items()}
     codes |= {f"fold {k}": _FOLD_SETUP.format(which=which) for k, which in folds.items()}
+    codes["no hash"] = _NO_HASH
     runs = [(key, log) for key in codes for log in (big, small)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         counts = dict(zip(runs, pool.map(lambda run: instructions(codes[run[0]], run[1], root), runs), strict=True))
@@ -154,6 +160,8 @@ def parts(big: Path, small: Path, root: Path, events: int) -> None:
     for k in folds:
         if k != "(empty)":
             print(f"    {k:52s} {per[f'fold {k}'] - per['fold (empty)']:8,.0f}")
+    # sha256 over the canonical encoding of every state: it grows with the run (every job ever queued is in it)
+    print(f"  the state hash at the end (the replay less one without it) {replay - per['no hash']:8,.0f}")
 
 
 def main() -> None:
@@ -183,17 +191,19 @@ def main() -> None:
         write_replay_file(small, 100, stream)
         kind = "lifecycle stream" if args.lifecycle else "log_bench stream"
         print(f"instructions per event, {args.events:,}-event log, {kind} (imports subtracted), valgrind cachegrind")
+        replays: dict[str, float] = {}
         for which, root in roots.items():
             per = {}
             for name, code in STEPS.items():
                 per[name] = (instructions(code, big, root) - instructions(code, small, root)) / args.events
                 print(f"  {which:14s} {name:56s} {per[name]:8,.0f}")
             floor, replay = per[FLOOR], per[REPLAY]
+            replays[which] = replay
             print(f"  {which:14s} floor / ait replay (instructions): {floor / replay:.3f}  (target's ratio >= 0.6)")
         if args.parts:
             for which, root in roots.items():
                 print(f"  {which}:")
-                parts(big, small, root, args.events)
+                parts(big, small, root, args.events, replays[which])
     finally:
         shutil.rmtree(tmp)
 
