@@ -26,7 +26,7 @@ import structlog
 from adapters.prime_rl.classify import last_error_line, strip_ansi
 from adapters.prime_rl.procgroup import GroupProcess, tail_text
 from adapters.prime_rl.progress import LineFollower
-from adapters.sandbox import ChildFailure, IsolationPlan, processes_of
+from adapters.sandbox import ChildFailure, IsolationPlan, processes_of, release_uid
 from handlers.ports.inner_trainer import FailureReason
 
 from ._child import ChildReport, ChildRequest, StepLine
@@ -188,6 +188,7 @@ async def _end_everything(proc: GroupProcess | WarmChild, launch: Launch) -> Non
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             await asyncio.sleep(0.05)
+        release_uid(launch.uid)  # after the sweep: another child (of any engine) may have it now
 
 
 def _outcome(

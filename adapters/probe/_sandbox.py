@@ -38,6 +38,7 @@ from adapters.sandbox import (
     fresh_uid,
     processes_of,
     python_trees,
+    release_uid,
     traversable,
     unshare_flags,
 )
@@ -247,6 +248,8 @@ class Sandbox:
             for pid in processes_of(self.uid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+        if self.uid is not None:
+            release_uid(self.uid)  # the child is over: another child (of any engine) may have its uid
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None

@@ -36,6 +36,7 @@ from adapters.sandbox import (
     confined_base,
     copy_regular_files,
     processes_of,
+    release_uid,
     tree_cpu_seconds,
 )
 from adapters.sandbox import ZygoteUnavailable as BaseUnavailable
@@ -190,6 +191,8 @@ class WarmSandbox(Sandbox):
                     await asyncio.to_thread(self.zygote.request, {"op": "kill", "sid": self.sid})
             if self.uid is not None:
                 await asyncio.to_thread(_sweep, self.uid)
+        if self.uid is not None:
+            release_uid(self.uid)  # after its sweep: another child (of any engine) may have it now
         for transport in self._transports:
             transport.close()
 

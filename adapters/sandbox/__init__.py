@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from .bwrap import INSIDE, PROJECT_PACKAGES, BwrapArgs, confined_base, python_trees, traversable
-from .child import ChildFailure, child_env, copy_regular_files, fresh_uid, processes_of
+from .child import ChildFailure, child_env, copy_regular_files
 from .environ import SECRET_NAME, scrubbed_environ
 from .isolation import (
     UNSAFE_FLAG,
@@ -28,6 +28,7 @@ from .isolation import (
     require_confinement,
     unshare_flags,
 )
+from .uids import fresh_uid, processes_of, release_uid
 from .zygote_client import ZygoteClient, ZygoteUnavailable, tree_cpu_seconds
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "is_root",
     "processes_of",
     "python_trees",
+    "release_uid",
     "require_confinement",
     "scrubbed_environ",
     "traversable",

@@ -1,8 +1,7 @@
-"""What every sandboxed child shares: a fresh unprivileged uid, its processes, a bounded copy, a scrubbed env.
+"""What every sandboxed child shares: a bounded copy of its files, a scrubbed env, one way to fail.
 
-- :func:`fresh_uid` picks a uid no process uses now (spread by engine pid so two engines rarely collide);
-  :func:`processes_of` lists what runs under it (the last sweep after a child ends: a ``setsid`` daemon of
-  that uid is found wherever it went).
+(Its fresh unprivileged uid, and the processes that run under it, are in :mod:`adapters.sandbox.uids`.)
+
 - :func:`copy_regular_files` copies a workspace or env package (regular files only, bounded), so the child
   never sees the original directory, its symlinks or anything beside it.
 - :func:`child_env` builds the child's environment from nothing: no variable of the engine's environment
@@ -11,47 +10,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
 import shutil
 from pathlib import Path
 
-__all__ = ["ChildFailure", "child_env", "copy_regular_files", "fresh_uid", "processes_of"]
+__all__ = ["ChildFailure", "child_env", "copy_regular_files"]
 
-_UID_BASE = 61000
-_uid_counter = itertools.count()
 _COPY_MAX_BYTES = 64 << 20
 _COPY_MAX_FILES = 2000
 
 
 class ChildFailure(Exception):
     """The child timed out, died or broke the protocol; ``str(self)`` says which, for the agent."""
-
-
-def _uid_in_use(uid: int) -> bool:
-    return bool(processes_of(uid))
-
-
-def fresh_uid() -> int:
-    """An unprivileged uid no process uses now; spread by engine pid so two engines rarely collide."""
-    base = _UID_BASE + (os.getpid() % 997) * 4
-    for _ in range(64):
-        uid = base + next(_uid_counter) % 4000
-        if not _uid_in_use(uid):
-            return uid
-    return base
-
-
-def processes_of(uid: int) -> list[int]:
-    pids = []
-    with os.scandir("/proc") as entries:  # closed even when a caller stops early (an unclosed one warns)
-        for entry in entries:
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    if entry.stat().st_uid == uid:
-                        pids.append(int(entry.name))
-    return pids
 
 
 def copy_regular_files(src: Path, dst: Path) -> None:
