@@ -7,7 +7,7 @@ process ran under a uid at that instant; two children could then get the same ui
 the other's child (a probe that fails for no fault of the agent's).
 
 :func:`fresh_uid` now takes a lease on the uid: an exclusive ``flock`` on a file named after it in a directory
-shared by every engine of the host (``/run/ait-uids`` when writable, else the temporary folder's). The kernel
+shared by every engine of the host (``/run/ait-uids`` when writable, else one in the temporary folder). The kernel
 drops the lock when its holder closes it (:func:`release_uid`, after the child's sweep) or dies, so a crashed
 engine leaves no lease behind (the empty lock files stay, one per uid ever used). Each engine tries a block of
 uids of its own first (chosen by its pid), so engines started one after another do not even try the same uids,
@@ -18,9 +18,11 @@ cannot be made), a uid is still picked as before: none in use now, from the engi
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,13 +36,16 @@ _leases: dict[int, int] = {}  # uid -> the open lock file that holds its lease
 
 
 def _lease_dir() -> Path | None:
+    """The folder of the leases: every engine of the host (root's: only root switches uids) shares it."""
     base = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
-    path = base / "ait-uids"
+    path = base / ("ait-uids" if base == Path("/run") else f"ait-uids-{os.geteuid()}")
     try:
         path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
     except OSError:
         return None
-    return path
+    # A folder someone else made (or a link planted in its place) holds no lease of ours.
+    return path if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() else None
 
 
 def _lease(uid: int) -> bool | None:
@@ -51,8 +56,8 @@ def _lease(uid: int) -> bool | None:
     try:
         # O_NOFOLLOW: a link planted under the uid's name is no lease (and no file written through it).
         fd = os.open(where / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return False
+    except OSError as exc:
+        return False if exc.errno == errno.ELOOP else None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -86,3 +86,24 @@ def test_engines_started_one_after_another_try_different_uids_first(monkeypatch:
         firsts.append({next(candidates) for _ in range(64)})
     assert not firsts[0] & firsts[1] and not firsts[1] & firsts[2] and not firsts[0] & firsts[2]
     assert all(61000 <= uid < 61000 + 65536 for block in firsts for uid in block)
+
+
+def test_a_link_planted_under_a_uids_name_is_no_lease(same_start: None, tmp_path: Path) -> None:
+    where = uids._lease_dir()
+    assert where is not None
+    first = next(uids._candidates())
+    uids._uid_counter = itertools.count()
+    target = tmp_path / "written-through-the-link"
+    (where / str(first)).unlink(missing_ok=True)
+    (where / str(first)).symlink_to(target)
+    try:
+        got = uids.fresh_uid()
+        uids.release_uid(got)
+    finally:
+        (where / str(first)).unlink()
+    assert got != first and not target.exists()
+    # (without the link, that turn gives the first uid: the link, not a lease elsewhere, kept it out)
+    uids._uid_counter = itertools.count()
+    again = uids.fresh_uid()
+    uids.release_uid(again)
+    assert again == first
