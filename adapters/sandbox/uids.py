@@ -8,11 +8,12 @@ the other's child (a probe that fails for no fault of the agent's).
 
 :func:`fresh_uid` now takes a lease on the uid: an exclusive ``flock`` on a file named after it in a directory
 shared by every engine of the host (``/run/ait-uids`` when writable, else one in the temporary folder). The kernel
-drops the lock when its holder closes it (:func:`release_uid`, after the child's sweep) or dies, so a crashed
-engine leaves no lease behind (the empty lock files stay, one per uid ever used). Each engine tries a block of
-uids of its own first (chosen by its pid), so engines started one after another do not even try the same uids,
-and a uid one of them released is not the next one another takes. Where no lease can be taken (the directory
-cannot be made), a uid is still picked as before: none in use now, from the engine's own block first.
+drops the lock when its holder closes it (:func:`release_uid`, after the child's sweep, which also removes the
+file) or dies, so a crashed engine leaves no lease behind (only an unlocked file, taken over by the next). Each
+engine tries a block of uids of its own first (chosen by its pid), so engines started one after another do not
+even try the same uids, and a uid one of them released is not the next one another takes. Where no lease can be
+taken (the directory cannot be made), a uid is still picked as before: none in use now, from the engine's own
+block first.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ["fresh_uid", "processes_of", "release_uid"]
 _UID_BASE = 61000
 _BLOCK, _BLOCKS = 64, 1024  # uids 61000-126535: a block of 64 per engine pid (mod 1024)
 _uid_counter = itertools.count()
-_leases: dict[int, int] = {}  # uid -> the open lock file that holds its lease
+_leases: dict[int, tuple[int, Path]] = {}  # uid -> the open lock file that holds its lease, and its path
 
 
 def _lease_dir() -> Path | None:
@@ -55,15 +56,21 @@ def _lease(uid: int) -> bool | None:
         return None
     try:
         # O_NOFOLLOW: a link planted under the uid's name is no lease (and no file written through it).
-        fd = os.open(where / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        path = where / str(uid)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         return False if exc.errno == errno.ELOOP else None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # A holder removes the file before it lets go (release_uid): a lock taken on a file no longer under that
+        # name, after another engine may have made a new one, is no lease.
+        still = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
     except OSError:
+        still = False
+    if not still:
         os.close(fd)
         return False
-    _leases[uid] = fd
+    _leases[uid] = (fd, path)
     return True
 
 
@@ -95,8 +102,11 @@ def fresh_uid() -> int:
 
 def release_uid(uid: int) -> None:
     """Give up the lease of ``uid`` (once its child's processes are gone); a uid not leased is ignored."""
-    fd = _leases.pop(uid, None)
-    if fd is not None:
+    lease = _leases.pop(uid, None)
+    if lease is not None:
+        fd, path = lease
+        with contextlib.suppress(OSError):
+            path.unlink()  # before the lock goes: whoever locks this file after that sees it gone (see _lease)
         os.close(fd)
 
 

@@ -107,3 +107,26 @@ def test_a_link_planted_under_a_uids_name_is_no_lease(same_start: None, tmp_path
     again = uids.fresh_uid()
     uids.release_uid(again)
     assert again == first
+
+
+def test_a_lock_on_a_file_its_holder_removed_is_no_lease(same_start: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    where = uids._lease_dir()
+    assert where is not None
+    uid = uids.fresh_uid()
+    assert (where / str(uid)).exists()
+    uids.release_uid(uid)
+    assert not (where / str(uid)).exists()  # released: the file goes with the lease
+    # The holder lets go between this engine's open and its lock: the file this engine holds open is no longer
+    # under the uid's name (another engine may make a new one and lock that), so the lock on it is no lease.
+    real_open = uids.os.open
+
+    def open_then_holder_releases(path: Path, *args: int) -> int:
+        fd = real_open(path, *args)
+        Path(path).unlink()
+        return fd
+
+    monkeypatch.setattr(uids.os, "open", open_then_holder_releases)
+    assert uids._lease(uid) is False and uid not in uids._leases
+    monkeypatch.setattr(uids.os, "open", real_open)
+    assert uids._lease(uid) is True  # the control: the same lease, taken without the race
+    uids.release_uid(uid)
