@@ -189,6 +189,10 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
             raise JobsNotDrained(f"the episode's jobs: the local worker stopped with {final.status}: {final.message}")
 
     ran_on["jobs"] = f"not run: {no_job_reason}" if no_job_reason else f"local pod agent, trainer {args.trainer}"
+    if not no_job_reason and args.trainer == "cpu":
+        # The job line names the spec's base model; say that the CPU trainer trains its tiny stand-in, so that no
+        # reader takes the uplift for the real model's.
+        ran_on["jobs"] += f" ({_stand_ins(models)})"
     return EpisodeDeps(
         policy=policy,
         validator=validator,
@@ -197,3 +201,15 @@ def default_deps(args: EpisodeOptions, console: Any = None) -> EpisodeDeps:
         baselines=baselines,
         ran_on=ran_on,
     )
+
+
+def _stand_ins(models: list[str]) -> str:
+    from adapters.tiny.specs import resolve_model_name
+
+    named = []
+    for model in models:
+        try:
+            named.append(f"{resolve_model_name(model)} standing in for {model}")
+        except KeyError:
+            named.append(f"{model}: no tiny stand-in")
+    return ", ".join(named) + ": fixtures/tiny"

@@ -65,4 +65,4 @@ def test_episode_trains_the_job_on_the_local_pod_and_ends_with_a_real_reward(
     assert "n=16 hidden tasks" in out and "train step 1 of 2: mean reward" in out and "post-score" in out
     assert computed.uplift == pytest.approx(computed.post - computed.best_pre)
     assert f"reward {computed.reward:+.4f}" in out, out
-    assert "jobs=local pod agent, trainer cpu" in out
+    assert "jobs=local pod agent, trainer cpu (tiny-0.6b standing in for Qwen/Qwen3-0.6B: fixtures/tiny)" in out

@@ -88,6 +88,9 @@ def test_train_holds_the_run_worker_and_resume_are_refused_and_a_sigkill_frees_i
     procs.append(train)
     run = runs / "race"
     _wait_holding(train, run)
+    # Held still while the others try: under load this process can lose the CPU for longer than the stand-in's
+    # steps, and a holder that has finished holds nothing.
+    train.send_signal(signal.SIGSTOP)
 
     _refused(capsys, ["--runs-root", str(runs), "worker", "race", "--provider", "local", "--once"], "race", train.pid)
     _refused(capsys, ["--runs-root", str(runs), "resume", "race"], "race", train.pid)
@@ -101,9 +104,9 @@ def test_train_holds_the_run_worker_and_resume_are_refused_and_a_sigkill_frees_i
     assert main(["--runs-root", str(runs), "tail", "race"]) == 0
     assert main(["--runs-root", str(runs), "replay", "race"]) == 0
     capsys.readouterr()
-    # The refused writers wrote nothing: the holder's log is whole (gap-free, every crc) and still growing.
+    # The refused writers wrote nothing: the holder's log is whole (gap-free, every crc).
     before = len(read_log(run / "events.jsonl").records)
-    assert train.poll() is None, "the holder finished before it could be killed: slow the stand-in down"
+    assert train.poll() is None, "the holder finished before it could be killed"
 
     train.send_signal(signal.SIGKILL)
     assert train.wait(timeout=30) == -signal.SIGKILL
@@ -129,6 +132,9 @@ def test_two_episodes_on_one_run_the_second_is_refused(
     first = _spawn(runs, "episode", "--task", str(TASK), "--run-id", "ep", "--no-job")
     procs.append(first)
     _wait_holding(first, runs / "ep")
+    # Held still while the second one tries: a --no-job episode on a quiet machine can finish (and let go of the
+    # run) within seconds, and on a busy one this process may not get the CPU for that long.
+    first.send_signal(signal.SIGSTOP)
     _refused(
         capsys,
         ["--runs-root", str(runs), "episode", "--task", str(TASK), "--run-id", "ep", "--no-job"],
