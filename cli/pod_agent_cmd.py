@@ -68,7 +68,7 @@ def _self_check(args: argparse.Namespace, options: dict[str, str]) -> SelfCheckF
 
     root = options.get("root") or os.environ.get("AIT_ROOT") or "/opt/ait"
     gpus = options.get("gpus", "")
-    min_gpus = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 1
+    min_gpus = int(gpus) if gpus.isascii() and gpus.isdigit() and int(gpus) > 0 else 1
     expected = os.environ.get("AIT_VERSION", "")
     return lambda: prime_rl_self_check(root, min_gpus=min_gpus, expected_ait=expected)
 

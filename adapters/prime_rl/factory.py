@@ -71,7 +71,7 @@ def _train_uid(value: str) -> int | None:
         from adapters.sandbox import fresh_uid
 
         return fresh_uid()
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and int(value) > 0:  # isdigit() alone takes "²"
         return int(value)
     raise ValueError(f"prime_rl trainer: train_uid={value!r}; expected none, auto or a uid above 0")
 

@@ -39,7 +39,7 @@ def wrong_answer(answer: str, others: Sequence[str]) -> str:
         if other and not _same(other, answer):
             return other
     number = families.normalise_number(answer)
-    if number.lstrip("-").isdigit():
+    if number.lstrip("-").isdecimal():  # not isdigit(): it takes "²", which int() refuses
         return str(int(number) + 7)
     return (answer + " (not)") if answer else "none"
 

@@ -163,7 +163,7 @@ def _agent_url(pod: WirePod) -> str:
     # The pod agent listens on the pod's first HTTP port; Runpod reaches it through its HTTPS proxy.
     for port in pod.ports:
         number, _, proto = port.partition("/")
-        if proto == "http" and number.isdigit():
+        if proto == "http" and number.isascii() and number.isdigit():
             return PROXY_URL.format(pod_id=pod.id, port=number)
     return ""
 

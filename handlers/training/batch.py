@@ -28,7 +28,7 @@ class TaskRef(msgspec.Struct, frozen=True, kw_only=True):
     def parse(cls, task_id: str) -> TaskRef:
         """The inverse of :attr:`task_id` (``"calc_chain:17"``); a malformed id is an error naming it."""
         family, sep, index = task_id.rpartition(":")
-        if not sep or not family or not index.isdigit():
+        if not sep or not family or not (index.isascii() and index.isdigit()):
             raise ValueError(f"task id {task_id!r}: expected FAMILY:INDEX")
         return cls(family=family, index=int(index))
 

@@ -153,6 +153,16 @@ async def test_create_response_example_parses() -> None:
     assert info.url == PROXY_URL.format(pod_id=example["id"], port=http_port)
 
 
+async def test_a_port_that_is_no_ascii_number_gives_no_url() -> None:
+    # "²" is a digit to str.isdigit(): it once made the agent's URL https://<id>-².proxy.runpod.net
+    example = {**rc.response_example("POST", "/v2/pods", "201"), "ports": ["²/http", "22/tcp", "8765/http"]}
+    fake = rc.FakeRunpod()
+    fake.script = [rc.passthrough, rc.respond(201, example)]
+    async with provider(fake) as p:
+        info = await p.create_pod(PodSpec(gpu_type=example["gpu"]["id"], image=example["image"]), example["name"])
+    assert info.url == PROXY_URL.format(pod_id=example["id"], port="8765")
+
+
 async def test_get_and_list_response_examples_parse() -> None:
     got = rc.response_example("GET", "/v2/pods/{id}", "200")
     listed = rc.response_example("GET", "/v2/pods", "200")

@@ -44,6 +44,8 @@ def test_the_training_uid_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert auto is not None and auto > 1000
     with pytest.raises(ValueError, match="train_uid='0'; expected none, auto or a uid above 0"):
         make_trainer({"train_uid": "0"})
+    with pytest.raises(ValueError, match="expected none, auto or a uid above 0"):
+        make_trainer({"train_uid": "²"})  # a digit to str.isdigit() that int() refuses
 
 
 async def test_hidden_package_is_built_into_the_jobs_scoring_dir(tmp_path: Path) -> None:

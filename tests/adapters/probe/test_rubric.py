@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.probe._rubric import judge_rubric, rubric_cases, wrong_answer
@@ -52,6 +52,8 @@ def test_no_calls_when_the_data_does_not_fit_the_solver() -> None:
 
 
 @given(st.text(max_size=12), st.lists(st.text(max_size=12), max_size=4))
+@example("²", [])  # a digit to str.isdigit() that int() refuses: once raised ValueError in the engine process
+@example("-٣", [])  # a decimal digit of another script: int() takes it
 def test_wrong_answer_always_differs_from_the_answer(answer: str, others: list[str]) -> None:
     wrong = wrong_answer(answer, others)
     assert wrong and normalise_number(wrong) != normalise_number(answer)
