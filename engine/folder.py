@@ -23,14 +23,20 @@ from events import EventBody, Recorded
 
 from .projection import Projection, via_apply
 
-__all__ = ["Folder", "reads_record"]
+__all__ = ["ANALYSED", "Folder", "reads_record"]
 
 _Fold = Callable[[Iterator[Recorded], list[Any], list[int]], Recorded | None]
 _CHUNK = 4096  # records per call of the generated function when given one long iterable (a rebuild's tail)
 _FIRST_SORT = 1024  # records folded before the branches are first put in frequency order; then at 4x, 16x, ...
 _MISSING = object()
+#: The CPython versions whose bytecode :func:`reads_record` reads (tests/engine/test_folder.py runs on each)
+ANALYSED = frozenset({(3, 11), (3, 12), (3, 13)})
 # What may follow a load of ``self`` without passing it on: an attribute read, a method load, a write, a delete
 _SELF_READS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"})
+# One local on the stack. Not LOAD_CLOSURE (3.11, 3.12): it only puts ``self``'s cell in a closure being made, and
+# the code of every function that captures ``self`` is read as well (the end of _code_reads); 3.13 makes closures
+# with LOAD_FAST, which counts as passing ``self`` on.
+_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"})
 
 
 def reads_record(projection: Projection[Any], handler: Callable[..., Any]) -> bool:
@@ -38,9 +44,10 @@ def reads_record(projection: Projection[Any], handler: Callable[..., Any]) -> bo
     ``self`` names ``current``, or uses ``self`` as anything but the owner of an attribute (passes it on, keeps
     it), or is not a plain Python function. Erring to True only costs the write the Folder would have skipped.
 
-    Read from CPython 3.11's bytecode; on any other version every handler counts as reading it (3.12 loads
-    methods with LOAD_ATTR, 3.13 loads two locals in one instruction: the analysis would miss a way through)."""
-    if sys.version_info[:2] != (3, 11):
+    Read from CPython's bytecode, of the versions in :data:`ANALYSED` (each changed how ``self`` is loaded:
+    3.12 loads methods with LOAD_ATTR, 3.13 two locals in one instruction); on any other version every handler
+    counts as reading it, since the analysis could miss a way through."""
+    if sys.version_info[:2] not in ANALYSED:
         return True
     return _reads(type(projection), handler, set())
 
@@ -62,7 +69,18 @@ def _code_reads(cls: type, code: CodeType, me: str, seen: set[CodeType]) -> bool
         return True
     instructions = list(dis.get_instructions(code))
     for ins, nxt in zip(instructions, instructions[1:] + instructions[-1:], strict=True):
-        if ins.opname not in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE") or ins.argval != me:
+        if ins.opname in _LOADS:
+            if ins.argval != me:
+                continue
+        elif ins.opname in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST"):  # 3.13: two locals, the second on top
+            first, second = ins.argval
+            if ins.opname == "LOAD_FAST_LOAD_FAST" and first == me:
+                return True  # under another value: an argument of what comes, most likely
+            if second != me:
+                continue
+        elif ins.opname == "LOAD_FAST_AND_CLEAR" and ins.argval == me:
+            return True  # ``self`` saved around a comprehension that rebinds the name: not followed
+        else:
             continue
         if nxt is ins or nxt.opname not in _SELF_READS:
             return True  # ``self`` passed on or kept: anything may read its current record
@@ -74,12 +92,19 @@ def _code_reads(cls: type, code: CodeType, me: str, seen: set[CodeType]) -> bool
         if isinstance(member, FunctionType):
             if _reads(cls, member, seen):
                 return True
-        elif nxt.opname == "LOAD_METHOD" or hasattr(member, "__get__"):
+        elif _loads_method(nxt) or hasattr(member, "__get__"):
             return True  # a call of what the class does not define as a method, or another descriptor: anything
     # Comprehensions, lambdas and nested functions that capture ``self``
     return any(
         isinstance(c, CodeType) and me in c.co_freevars + c.co_cellvars and _code_reads(cls, c, me, seen)
         for c in code.co_consts
+    )
+
+
+def _loads_method(ins: dis.Instruction) -> bool:
+    """A load of an attribute to call it: 3.11's LOAD_METHOD, or 3.12's LOAD_ATTR with its low bit set."""
+    return ins.opname == "LOAD_METHOD" or (
+        ins.opname == "LOAD_ATTR" and sys.version_info >= (3, 12) and bool((ins.arg or 0) & 1)
     )
 
 

@@ -1,7 +1,8 @@
 """The test-only tinker-cookbook venv and the offline Qwen3.5/3.6 tokenizer it builds, cached by content.
 
 ``.venv-cookbook/<key>/venv`` holds ``tinker-cookbook`` from ``requirements.lock`` (``--no-deps``; torch at the
-main environment's own version, so never the registry's CUDA stack on a machine that offers a CPU build) and
+main environment's own version, with the CUDA packages it came with where it is the registry's build, so never
+the registry's CUDA stack on a machine that offers a CPU build) and
 ``.venv-cookbook/<key>/tokenizer`` the tokenizer built by ``fixtures/tokenizers/build_qwen3_6.py``. The key hashes
 the lock, the builder and the template, so a change rebuilds it. ``.ci/run`` builds it before the tests (an
 install step, like the main venv); the parity test builds it itself where it is missing:
@@ -16,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from importlib.metadata import version
+from importlib.metadata import distributions, version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 LOCK = HERE / "requirements.lock"
 BUILD = ROOT / "fixtures" / "tokenizers" / "build_qwen3_6.py"
 TEMPLATE = ROOT / "fixtures" / "tokenizers" / "qwen3_6" / "chat_template.jinja"
+_CUDA_PREFIXES = ("nvidia-", "cuda-", "triton")  # torch's CUDA dependencies, as .ci/no_cuda.py names them
 
 
 class CookbookVenvError(RuntimeError):
@@ -49,6 +51,20 @@ def venv_key() -> str:
     return h.hexdigest()[:16]
 
 
+def torch_stack() -> list[str]:
+    """torch at this environment's version, after the CUDA packages this environment installed with it, at theirs.
+
+    None where torch is the CPU build (CI); the registry's Linux torch (a user's ``uv sync``) cannot be imported
+    without them (``libcudnn.so.9: cannot open shared object file``), and uv's cache already holds them.
+    """
+    cuda = sorted(
+        f"{name}=={dist.version}"
+        for dist in distributions()
+        if (name := dist.metadata["Name"] or "").lower().startswith(_CUDA_PREFIXES)
+    )
+    return [*cuda, f"torch=={version('torch')}"]
+
+
 def _build(dest: Path) -> None:
     uv = shutil.which("uv")
     if uv is None:
@@ -61,22 +77,30 @@ def _build(dest: Path) -> None:
     env.setdefault("UV_COMPILE_BYTECODE", "1")
     partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
-    py = partial / "venv" / "bin" / "python"
-    run([uv, "venv", "--quiet", "--python", sys.executable, str(partial / "venv")], "uv venv", env)
-    run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", "-r", str(LOCK)], "uv pip install", env)
-    # torch at this environment's own version: its CPU build here, never the registry's CUDA stack.
-    torch = f"torch=={version('torch')}"
-    run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", torch], f"installing {torch}", env)
-    probes = sorted((ROOT / "fixtures" / "trajectories").glob("*.json")) + sorted(
-        (ROOT / "examples" / "tasks").glob("*_v1_fast.json")
-    )
-    run([str(py), str(BUILD), str(partial / "tokenizer"), *map(str, probes)], "building the Qwen3.6 tokenizer", env)
+    try:
+        _fill(partial, uv, env)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # a failed build's 2 GB were once left behind, one per try
+        raise
     try:
         partial.rename(dest)
     except OSError:  # another process finished the same build first
         shutil.rmtree(partial, ignore_errors=True)
     if not (dest / "tokenizer" / "tokenizer.json").is_file():
         raise CookbookVenvError(f"cookbook venv: {dest} has no tokenizer after the build")
+
+
+def _fill(partial: Path, uv: str, env: dict[str, str]) -> None:
+    py = partial / "venv" / "bin" / "python"
+    run([uv, "venv", "--quiet", "--python", sys.executable, str(partial / "venv")], "uv venv", env)
+    run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", "-r", str(LOCK)], "uv pip install", env)
+    # torch as this environment has it: its CPU build here, never the registry's CUDA stack where there is one.
+    torch = torch_stack()
+    run([uv, "pip", "install", "--quiet", "--python", str(py), "--no-deps", *torch], f"installing {torch[-1]}", env)
+    probes = sorted((ROOT / "fixtures" / "trajectories").glob("*.json")) + sorted(
+        (ROOT / "examples" / "tasks").glob("*_v1_fast.json")
+    )
+    run([str(py), str(BUILD), str(partial / "tokenizer"), *map(str, probes)], "building the Qwen3.6 tokenizer", env)
 
 
 def ensure() -> Path:
