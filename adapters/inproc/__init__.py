@@ -6,7 +6,7 @@ calling process, with verifiers 0.4.0's own machinery wherever it does not need 
 (``vf.load_taskset``), the Toolsets' own MCP tool registration (served from an in-memory MCP server),
 the trace's message graph, limits and ``@vf.stop`` / ``@vf.intercept`` hooks (``RolloutSession``), the
 SSE stream parser, and ``Task.score`` with the env's ``@vf.reward`` functions. The chat loop is the null
-harness's. ``tests/adapters/test_inproc_parity.py`` checks that it gives the same rewards as real
+harness's. ``tests/adapters/inproc/test_parity.py`` checks that it gives the same rewards as real
 ``vf-eval`` for the same env, policy and tasks.
 
 The model side is a policy port, the one the local OpenAI-compatible server uses

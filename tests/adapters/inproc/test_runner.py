@@ -2,7 +2,7 @@
 
 Envs: the reference training env in fixtures/envs/family_reference (shared toolset, per-rollout state in
 verifiers' state channel) and small tasksets in counter_env.py (a per-rollout toolset, stop hooks, a reward
-that raises, a reward that needs a runtime). Parity with real ``vf-eval`` is in test_inproc_parity.py.
+that raises, a reward that needs a runtime). Parity with real ``vf-eval`` is in test_parity.py.
 """
 
 from __future__ import annotations
