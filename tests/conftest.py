@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -160,8 +161,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests.fuzzing import tally_rows, write_report
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        # An xdist worker counted only its own tests: it hands its tally to the controller, which writes the
+        # report once every worker is down (each worker writing the file itself left the controller's empty one).
+        workeroutput["fuzz_tally"] = tally_rows()
+        return
     report = os.environ.get("AIT_FUZZ_REPORT")
     if report:
-        from tests.fuzzing import write_report
-
         write_report(Path(report))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist, on the controller: add a finished worker's fuzz tally to the session's."""
+    from tests.fuzzing import add_rows
+
+    add_rows(getattr(node, "workeroutput", {}).get("fuzz_tally", {}))

@@ -24,7 +24,17 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-__all__ = ["OUTCOMES", "TALLY", "fuzz_long", "fuzz_settings", "record", "untallied", "write_report"]
+__all__ = [
+    "OUTCOMES",
+    "TALLY",
+    "add_rows",
+    "fuzz_long",
+    "fuzz_settings",
+    "record",
+    "tally_rows",
+    "untallied",
+    "write_report",
+]
 
 OUTCOMES = ("clean_error", "accepted", "traceback", "http_500", "silent_accept")
 TALLY: defaultdict[str, Counter[str]] = defaultdict(Counter)
@@ -75,8 +85,9 @@ def untallied() -> Iterator[None]:
         TALLY.update(saved)
 
 
-def write_report(path: Path) -> None:
-    rows = {
+def tally_rows() -> dict[str, dict[str, int]]:
+    """The tally as plain rows, one per surface: what the report holds and what an xdist worker sends."""
+    return {
         s: {
             "tried": c["tried"],
             **{k: c[k] for k in OUTCOMES},
@@ -84,4 +95,13 @@ def write_report(path: Path) -> None:
         }
         for s, c in sorted(TALLY.items())
     }
-    path.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def add_rows(rows: dict[str, dict[str, int]]) -> None:
+    """Add another process's rows (an xdist worker's) to this process's tally."""
+    for surface, counts in rows.items():
+        TALLY[surface].update(counts)
+
+
+def write_report(path: Path) -> None:
+    path.write_text(json.dumps(tally_rows(), indent=2) + "\n")
