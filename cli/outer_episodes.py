@@ -10,6 +10,9 @@ Resumed episode (its ``episode.started`` is in the log): it continues from its l
 not run again; a validated one whose job never made it into the queue gets it queued now; one whose job is
 queued or on a pod just waits (the dispatcher reconciles the job, it is not relaunched); one already rewarded
 returns at once.
+
+An episode the loop drops for good (a straggler, an unfinished member of a missed group) has its jobs that are
+not final cancelled (``job.cancel_requested``): the fleet stops them instead of running them to the end.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import structlog
 from cli.train_config import RunConfig
 from engine.blobs import BlobStore
 from engine.runtime import Runtime
-from events import EventBody, JobQueued
+from events import EventBody, JobCancelRequested, JobQueued
 from families.spec import TaskSpec, load_spec
 from handlers.budget.rules import BudgetGate
 from handlers.episode.projection import EpisodesProjection
 from handlers.episode.resume import resume_point
 from handlers.episode.runner import EpisodeOutcome, EpisodeRunner, EpisodeSetup
 from handlers.episode.setup import opening_messages, template_files
-from handlers.fleet.queue import QueueProjection, duration_estimate
+from handlers.fleet.queue import FINAL, QueueProjection, duration_estimate
 from handlers.ports.policy import AgentPolicy
 from handlers.ports.validator import Validator
 from handlers.reward.baseline_projection import BaselinesProjection
@@ -138,6 +141,20 @@ class OuterEpisodes:
             if outcome.status == "validated":
                 await self._queue_job(setup, outcome)
             await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection))
+
+    async def drop_jobs(self, episode_ids: list[str], reason: str) -> None:
+        """The loop dropped these episodes for good: ask the fleet to cancel each of their jobs not yet final
+        (their episodes' tasks are cancelled already, so no job of theirs is queued after this)."""
+        dropped = set(episode_ids)
+        queue = self.rt.state(QueueProjection)
+        wanted = [
+            j.job_id
+            for j in queue.jobs.values()
+            if j.episode_id in dropped and j.status not in FINAL and j.job_id not in queue.cancels
+        ]
+        for job_id in sorted(wanted):
+            await self.rt.emit(JobCancelRequested(job_id=job_id, reason=reason))
+            log.info("outer.job_cancel_requested", job_id=job_id, reason=reason)
 
     async def _queue_job(self, setup: EpisodeSetup, outcome: EpisodeOutcome) -> None:
         job_id = f"job-{setup.episode_id}"

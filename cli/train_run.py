@@ -140,6 +140,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
             emit=rt.emit,
             state=state,
             meter=training_meter(cfg, gate),
+            drop_jobs=episodes.drop_jobs,
         )
         failure = ""
         try:

@@ -50,6 +50,7 @@ from .fleet import (
 )
 from .job import (
     JobAssigned,
+    JobCancelRequested,
     JobFailed,
     JobProgressed,
     JobQueued,
@@ -97,6 +98,7 @@ Event = (
     | JobSucceeded
     | JobFailed
     | JobRequeued
+    | JobCancelRequested
     | PodRequested
     | PodProvisionFailed
     | PodReady
@@ -145,6 +147,7 @@ __all__ = [
     "GroupClosedShort",
     "GroupStarted",
     "JobAssigned",
+    "JobCancelRequested",
     "JobFailed",
     "JobProgressed",
     "JobQueued",

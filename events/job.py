@@ -4,6 +4,10 @@ Running one attempt of a job on a pod is a side effect: ``job.assigned`` is its 
 ``key``; the pod agent is told the job id, so a resubmission after a crash finds the same run), and
 ``job.succeeded`` / ``job.failed`` / ``job.requeued`` are its outcomes, carrying the attempt's key. A job
 that ends without an open attempt (e.g. a bundle that cannot be read) ends with an empty key.
+
+``job.cancel_requested`` says that nobody wants the job's result any more (the outer loop dropped its episode);
+the dispatcher ends it as ``job.failed`` with reason ``cancelled``: at once while it waits for a pod, or after
+stopping it on its pod.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from ._base import EventBody, Outcome, Request, event
 
 __all__ = [
     "JobAssigned",
+    "JobCancelRequested",
     "JobFailed",
     "JobProgressed",
     "JobQueued",
@@ -42,6 +47,15 @@ class JobAssigned(Request, frozen=True, kw_only=True):
     job_id: str
     pod_id: str
     attempt: int = 1
+
+
+@event("job.cancel_requested")
+class JobCancelRequested(EventBody, frozen=True, kw_only=True):
+    """Stop the job: its result is no longer wanted. Not an outcome: the job ends with ``job.failed``
+    (reason ``cancelled``) once the dispatcher has stopped it, unless another outcome came first."""
+
+    job_id: str
+    reason: str  # why it is no longer wanted, for the log and the report
 
 
 @event("job.started")

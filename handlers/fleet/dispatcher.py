@@ -2,6 +2,8 @@
 
 Each pass (on every new event, and every ``tick_s``) it
 
+0. fails the waiting jobs whose cancel was requested (``job.cancel_requested``; an active one is stopped on its
+   pod by its attempt's task);
 1. starts an effect task for every request without one: a requested pod (launch), a terminating pod,
    an open job attempt. That is also the whole resume path: after a crash the log holds exactly the
    requests whose outcome is missing, and a task picks each up again with its key;
@@ -45,7 +47,7 @@ from handlers.budget.prices import PriceTable
 from handlers.budget.rules import BudgetRefused, charge_unreserved
 from handlers.fleet.batch_policy import fallback_waits, idle_reaps
 from handlers.fleet.context import DispatchContext, Ports
-from handlers.fleet.job_effects import end_attempt_lost, run_attempt
+from handlers.fleet.job_effects import end_attempt_lost, end_cancelled, run_attempt
 from handlers.fleet.pod_effects import check_health, provision, terminate
 from handlers.fleet.policy import (
     FleetConfig,
@@ -174,6 +176,9 @@ class Dispatcher:
     async def step(self) -> None:
         self._check_fatal()
         ctx = self.ctx
+        # 0. cancelled jobs that wait for a pod end before anything is assigned
+        if ctx.queue().cancels:
+            await end_cancelled(ctx)
         # 1. an effect task for every open request
         for pod in pods_in(ctx.fleet(), BOOTING):
             self._spawn("provision", pod.pod_id, provision)

@@ -7,7 +7,8 @@ the blob store, and emits the outcome with the attempt's key. When the stream sa
 training has ended and its scoring waits), it sends the family's hidden eval package, built here under the
 engine's key: a pod never holds the hidden set before its training is over, nor builds it itself.
 If the pod dies under it, the pod is recorded lost and the attempt ends as ``job.requeued`` (or
-``job.failed`` once the attempts are spent).
+``job.failed`` once the attempts are spent). A job whose cancel was requested (``job.cancel_requested``) is
+stopped on its pod and fails as ``cancelled``; one still waiting for a pod fails at once (:func:`end_cancelled`).
 Every outcome is emitted only if the attempt is still the job's open one: a check and emit with no await.
 """
 
@@ -24,7 +25,7 @@ from events import EventBody, JobFailed, JobProgressed, JobStarted, JobStoppedEa
 from handlers.fleet.context import DispatchContext
 from handlers.fleet.pod_effects import lose_pod, pod_dead
 from handlers.fleet.policy import attempt_lost
-from handlers.fleet.queue import JobEntry
+from handlers.fleet.queue import WAITING, JobEntry
 from handlers.ports.pod_agent import (
     EVAL_NEEDED,
     AgentError,
@@ -36,7 +37,9 @@ from handlers.ports.pod_agent import (
     JobSubmission,
 )
 
-__all__ = ["end_attempt_lost", "run_attempt"]
+__all__ = ["CANCELLED", "end_attempt_lost", "end_cancelled", "run_attempt"]
+
+CANCELLED = "cancelled"  # the failure reason of a job stopped because its result was no longer wanted
 
 log = structlog.get_logger("handlers.fleet.dispatcher")
 
@@ -56,6 +59,22 @@ async def end_attempt_lost(ctx: DispatchContext, job_id: str, key: str, reason: 
     rec = await ctx.emit_if(decide)
     if rec is not None:
         log.warning(rec.event.type, job_id=job_id, reason=reason)
+
+
+async def end_cancelled(ctx: DispatchContext) -> None:
+    """Fail every waiting job whose cancel was requested: it is never assigned (an active one is stopped on its
+    pod by its attempt's task, :func:`run_attempt`)."""
+    for job_id in list(ctx.queue().cancels):
+
+        def decide(job_id: str = job_id) -> JobFailed | None:
+            queue = ctx.queue()
+            job, why = queue.jobs.get(job_id), queue.cancels.get(job_id)
+            if job is None or why is None or job.status not in WAITING:
+                return None
+            return JobFailed(key="", job_id=job_id, reason=CANCELLED, detail=why)
+
+        if await ctx.emit_if(decide) is not None:
+            log.info("job.cancelled", job_id=job_id, waiting=True)
 
 
 async def _emit_if_open(ctx: DispatchContext, job_id: str, key: str, body: EventBody) -> None:
@@ -118,6 +137,15 @@ async def run_attempt(ctx: DispatchContext, job_id: str) -> None:
     unreachable_since: float | None = None
     backoff = 0.05
     while _still_open(ctx, job_id, key) is not None:
+        why = ctx.queue().cancels.get(job_id)
+        if why is not None:
+            # Nobody wants the result: stop it on the pod (the agent's cancel returns once the run has ended, so
+            # the pod is free for the next job), then end the attempt, which frees the pod in the fleet too.
+            await _cancel_quietly(ctx, url, token, job_id)
+            failed = JobFailed(key=key, job_id=job_id, reason=CANCELLED, detail=why, pod_id=pod_id, attempt=sub.attempt)
+            await _emit_if_open(ctx, job_id, key, failed)
+            log.info("job.cancelled", job_id=job_id, pod_id=pod_id)
+            return
         try:
             if not submitted:
                 await ctx.ports.agent.submit(url, token, sub, bundle)

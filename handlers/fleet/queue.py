@@ -5,6 +5,9 @@ attempt); ``succeeded`` and ``failed`` are final and nothing moves a job out of 
 carries the key of its ``job.assigned``; an outcome with another attempt's key is stale (it lost a race with
 a requeue) and changes nothing, so a job can never finish twice or finish on an attempt it no longer runs.
 Anything out of order is counted in ``anomalies`` instead of raising: a projection must replay any log.
+
+``job.cancel_requested`` on a job not yet final puts it in ``cancels`` until its outcome: the dispatcher fails
+a waiting one at once and stops an active one on its pod first (handlers/fleet/job_effects.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ from typing import Final
 import msgspec
 
 from engine.projection import Projection, handles
-from events import JobAssigned, JobFailed, JobProgressed, JobQueued, JobRequeued, JobStarted, JobSucceeded
+from events import (
+    JobAssigned,
+    JobCancelRequested,
+    JobFailed,
+    JobProgressed,
+    JobQueued,
+    JobRequeued,
+    JobStarted,
+    JobSucceeded,
+)
 
 __all__ = [
     "ACTIVE",
@@ -64,6 +76,7 @@ class QueueState(msgspec.Struct, kw_only=True):
     jobs: dict[str, JobEntry] = {}
     counts: dict[str, int] = {}  # status -> number of jobs
     anomalies: int = 0  # events that did not fit the lifecycle (ignored)
+    cancels: dict[str, str] = {}  # job id -> why its cancel was requested, until the job's outcome
 
 
 def waiting_jobs(state: QueueState) -> list[JobEntry]:
@@ -183,6 +196,16 @@ class QueueProjection(Projection[QueueState]):
         if job.cursor:
             job.cursor = 0
 
+    @handles(JobCancelRequested)
+    def _cancel_requested(self, state: QueueState, e: JobCancelRequested) -> QueueState:
+        job = state.jobs.get(e.job_id)
+        if job is None:
+            state.anomalies += 1
+        elif job.status not in FINAL and e.job_id not in state.cancels:
+            state.cancels[e.job_id] = e.reason
+        # A job that ended first (it finished while its episode was being dropped) has nothing left to stop.
+        return state
+
     @handles(JobSucceeded)
     def _succeeded(self, state: QueueState, e: JobSucceeded) -> QueueState:
         job = self._open_attempt(state, e.job_id, e.key)
@@ -190,6 +213,8 @@ class QueueProjection(Projection[QueueState]):
             return state
         self._set(state, job, "succeeded")
         self._close(job)
+        if state.cancels:
+            state.cancels.pop(e.job_id, None)
         job.pre, job.post, job.result_blob, job.finished_ts = e.pre, e.post, e.result_blob, self.current.ts
         return state
 
@@ -200,6 +225,8 @@ class QueueProjection(Projection[QueueState]):
             return state
         self._set(state, job, "failed")
         self._close(job)
+        if state.cancels:
+            state.cancels.pop(e.job_id, None)
         job.reason, job.detail, job.result_blob, job.finished_ts = e.reason, e.detail, e.result_blob, self.current.ts
         return state
 

@@ -28,6 +28,12 @@ crashed process left it, and never hands out an id twice; a group closed short i
 episodes it kept only. What "re-launch" means for an episode that already ran (partly or wholly) is the
 ``run_episode`` callable's business (cli/outer_episodes.py reads it back from the log). Episodes still in
 flight when the last step is applied are cancelled; they were never trained on.
+
+An episode dropped for good (a straggler of a group closed short, an unfinished member of a missed group) may
+have an inner job queued or running on a pod, paid for a result nobody will read: ``drop_jobs`` is told the
+episode ids once they are cancelled (cli/outer_episodes.py asks the fleet to cancel their jobs). Episodes in
+flight at the end of the run are not dropped: a later ``ait resume`` with more steps re-launches their groups and
+reads their jobs' results.
 """
 
 from __future__ import annotations
@@ -48,12 +54,18 @@ from handlers.training.projection import GroupState, TrainingState, episode_id_f
 from handlers.training.staleness import is_fresh, split_by_staleness
 from handlers.training.step import Emit, discard_episode, discard_stale, learner_step
 
-__all__ = ["OuterLoop", "RunEpisode"]
+__all__ = ["DropJobs", "OuterLoop", "RunEpisode"]
 
 log = lazy_logger(__name__)
 
 # (episode id, task, sampler version, sampler path) -> the finished episode (reward + sampled turns)
 RunEpisode = Callable[[str, TaskRef, int, str], Awaitable[FinishedEpisode]]
+# (episode ids dropped for good, why) -> their inner jobs are no longer wanted
+DropJobs = Callable[[list[str], str], Awaitable[None]]
+
+
+async def _keep_jobs(episode_ids: list[str], reason: str) -> None:
+    """No fleet to tell (the loop's own tests, the simulator): a dropped episode's job is left alone."""
 
 
 class _Running:
@@ -94,11 +106,14 @@ class OuterLoop:
         emit: Emit,
         state: TrainingState | None = None,
         meter: TrainingMeter | None = None,
+        drop_jobs: DropJobs = _keep_jobs,
     ) -> None:
         """``state``: the training projection folded from the log so far (None: a new run). ``meter``: pays
-        for each learner step (:mod:`handlers.training.meter`); None charges nothing."""
+        for each learner step (:mod:`handlers.training.meter`); None charges nothing. ``drop_jobs``: told the
+        episodes dropped for good, whose inner jobs nobody wants any more."""
         st = state or TrainingState()
         self.cfg = config
+        self._drop_jobs = drop_jobs
         self._meter = meter
         self._learner = learner
         self._run_episode = run_episode
@@ -232,6 +247,8 @@ class OuterLoop:
                 await discard_episode(eid, g.task.task_id, g.version, step=self.step, config=self.cfg, emit=self._emit)
             g.cancel_unfinished()
             self._requeue([g.task.task_id])
+            unfinished = [i for i in g.ids if i not in g.finished]
+            await self._drop_jobs(unfinished, f"group {g.group_id} missed its last fresh step (step {self.step})")
 
     def _pick_batch(self) -> tuple[list[EpisodeGroup], list[_Running]] | None:
         """None until ``tasks_per_batch`` whole groups are fresh; then the oldest ``tasks_per_batch`` of them and
@@ -280,6 +297,8 @@ class OuterLoop:
         )
         group.cancel_unfinished()
         self.closed_short += 1
+        dropped = [i for i in group.ids if i not in group.finished]
+        await self._drop_jobs(dropped, f"straggler of group {group.group_id}, closed short at step {self.step}")
         return kept
 
     async def _learn_if_ready(self) -> bool:
@@ -313,14 +332,17 @@ class OuterLoop:
         """Re-launch the groups a previous process left open, then start whole groups on the newest sampler
         whenever slots and the pacing bound allow."""
         assert self._tg is not None
-        for g in self._resumed:
+        resumed, self._resumed = self._resumed, []
+        for g in resumed:
             members = g.members  # a group closed short re-runs the episodes it kept only
             self._free -= len(members)
             self._outstanding += 1
             group = _Running(g.group_id, TaskRef.parse(g.task_id), g.sampler_version, g.sampler_path, members)
             group.short = bool(g.dropped)
             self._launch(group)
-        self._resumed = []
+        for g in resumed:
+            if g.dropped:  # the previous process may have stopped before it asked (asking twice changes nothing)
+                await self._drop_jobs(list(g.dropped), f"straggler of group {g.group_id}, closed short")
         while True:
             self._wake.clear()
             while self._can_start():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from events import (
     EventBody,
     JobAssigned,
+    JobCancelRequested,
     JobFailed,
     JobProgressed,
     JobQueued,
@@ -124,6 +125,36 @@ def test_waiting_jobs_are_served_in_queue_order_across_requeues() -> None:
     assert [j.job_id for j in waiting_jobs(s)] == ["b", "a", "c"]
 
 
+def test_a_cancel_request_is_kept_until_the_jobs_outcome_and_ignored_on_a_final_job() -> None:
+    s = fold(
+        [
+            queued("a"),
+            queued("b"),
+            queued("c"),
+            JobAssigned(key="r:3", job_id="b", pod_id="p0", attempt=1),
+            JobSucceeded(key="", job_id="c", pre=0.0, post=1.0, train_seconds=1.0),
+            JobCancelRequested(job_id="a", reason="dropped"),
+            JobCancelRequested(job_id="b", reason="dropped"),
+            JobCancelRequested(job_id="c", reason="dropped"),  # finished first: nothing to stop
+            JobCancelRequested(job_id="b", reason="again"),  # the first reason stands
+        ]
+    )
+    assert s.cancels == {"a": "dropped", "b": "dropped"} and s.anomalies == 0
+    assert s.jobs["a"].status == "queued" and s.jobs["b"].status == "assigned"  # a request moves no job
+    s = Q.fold(
+        [
+            Recorded(20, 20.0, JobRequeued(key="r:3", job_id="b", reason="pod_lost", attempt=1)),
+            Recorded(21, 21.0, JobFailed(key="", job_id="a", reason="cancelled", detail="dropped")),
+        ],
+        s,
+    )
+    assert s.cancels == {"b": "dropped"}  # a requeued job is still to cancel; a failed one is done
+    s = Q.fold([Recorded(22, 22.0, JobFailed(key="", job_id="b", reason="cancelled"))], s)
+    assert s.cancels == {} and s.counts == {"failed": 2, "succeeded": 1}
+    unknown = fold([JobCancelRequested(job_id="nope", reason="x")])
+    assert unknown.cancels == {} and unknown.anomalies == 1
+
+
 jobs = st.sampled_from(["j0", "j1", "j2"])
 pods = st.sampled_from(["p0", "p1"])
 keys = st.sampled_from(["k0", "k1", "k2", ""])
@@ -137,6 +168,7 @@ bodies = st.one_of(
     st.builds(lambda j, k: JobSucceeded(key=k, job_id=j, pre=0.0, post=1.0, train_seconds=1.0), jobs, keys),
     st.builds(lambda j, k: JobFailed(key=k, job_id=j, reason="oom"), jobs, keys),
     st.builds(lambda j, k: JobRequeued(key=k, job_id=j, reason="lost", attempt=1), jobs, keys),
+    st.builds(lambda j: JobCancelRequested(job_id=j, reason="dropped"), jobs),
 )
 
 ALLOWED = {
@@ -150,8 +182,10 @@ ALLOWED = {
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(bodies, max_size=40), st.integers(0, 40))
-def test_any_event_stream_keeps_the_queue_consistent(events: list[EventBody], cut: int) -> None:
+@given(st.lists(bodies, max_size=40), st.integers(0, 40), st.booleans())
+def test_any_event_stream_keeps_the_queue_consistent(events: list[EventBody], cut: int, queued_first: bool) -> None:
+    if queued_first:  # every job exists from the start: short random streams then reach deep into the lifecycle
+        events = [queued("j0"), queued("j1"), queued("j2"), *events]
     state, prev = Q.initial(), {}
     for i, body in enumerate(events):
         state = Q.apply(state, Recorded(i, float(i), body))
@@ -169,6 +203,8 @@ def test_any_event_stream_keeps_the_queue_consistent(events: list[EventBody], cu
         for job in state.jobs.values():  # an open attempt names its pod; a job without one holds no pod or key
             is_open = job.status in ("assigned", "running")
             assert bool(job.pod_id) == is_open and (is_open or job.key == "")
+        # a cancel waits on a job that exists and is not final, and ends with the job
+        assert all(j in state.jobs and state.jobs[j].status not in FINAL for j in state.cancels)
     # Snapshot round trip: folding on from a decoded snapshot gives the same state as folding straight through.
     recs = [Recorded(i, float(i), b) for i, b in enumerate(events)]
     head = Q.fold(recs[:cut])

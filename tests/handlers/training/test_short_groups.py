@@ -237,3 +237,60 @@ async def test_an_episode_failing_while_cancelled_does_not_fail_the_run() -> Non
     loop = OuterLoop(config=CFG, learner=FakeLearner(prefix=""), run_episode=run_episode, emit=emit)
     assert await asyncio.wait_for(loop.run(max_steps=2), 10) == 2
     assert (CANCELLED, STRAGGLER) in events and loop.closed_short == 1
+
+
+async def test_the_episodes_dropped_for_good_are_handed_over_for_their_jobs_to_be_cancelled() -> None:
+    """``drop_jobs`` hears of each episode dropped for good, once its task is told to stop: the straggler of a group
+    closed short, the unfinished members of a missed group, and (a resumed loop asks again, which changes
+    nothing) the stragglers of a group closed short by an earlier process. Never a trained episode."""
+    events: list[object] = []
+
+    async def emit(body: object) -> None:
+        await asyncio.sleep(0)
+        events.append(body)
+
+    async def drop_jobs(episode_ids: list[str], reason: str) -> None:
+        events.append(("drop", list(episode_ids), reason))
+
+    loop = OuterLoop(
+        config=CFG, learner=FakeLearner(prefix=""), run_episode=runner(events, []), emit=emit, drop_jobs=drop_jobs
+    )
+    await asyncio.wait_for(loop.run(max_steps=2), 10)
+    drops = [e for e in events if isinstance(e, tuple) and e[0] == "drop"]
+    assert drops == [("drop", [STRAGGLER], "straggler of group g000000, closed short at step 1")]
+    closed = next(e for e in events if isinstance(e, GroupClosedShort))
+    assert events.index(closed) < events.index(drops[0])  # the decision is in the log first
+
+    # A missed group (whole groups only): the straggler is its one unfinished member.
+    events.clear()
+    whole_only = parse_config(_cfg_table(1.0))
+    loop = OuterLoop(
+        config=whole_only,
+        learner=FakeLearner(prefix=""),
+        run_episode=runner(events, []),
+        emit=emit,
+        drop_jobs=drop_jobs,
+    )
+    await asyncio.wait_for(loop.run(max_steps=3), 10)
+    drops = [e for e in events if isinstance(e, tuple) and e[0] == "drop"]
+    assert [d[1] for d in drops] == [[STRAGGLER]] and "g000000 missed its last fresh step" in drops[0][2]
+    trained = {i for e in events if isinstance(e, BatchCollected) for i in e.episode_ids}
+    assert STRAGGLER not in trained
+
+    # Resumed after the decision: the dropped straggler is handed over again, and never re-run.
+    first, _ = await _first_run()
+    cut = next(i for i, e in enumerate(first) if isinstance(e, GroupClosedShort))
+    state = fold([e for e in first[: cut + 1] if not isinstance(e, tuple)])
+    events.clear()
+    started: list[str] = []
+    loop = OuterLoop(
+        config=CFG,
+        learner=FakeLearner(prefix=""),
+        run_episode=runner(events, started),
+        emit=emit,
+        state=state,
+        drop_jobs=drop_jobs,
+    )
+    await asyncio.wait_for(loop.run(max_steps=2), 10)
+    assert ("drop", [STRAGGLER], "straggler of group g000000, closed short") in events
+    assert STRAGGLER not in started
