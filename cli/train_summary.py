@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from handlers.budget.rules import BudgetProjection
-from handlers.fleet.queue import QueueProjection
+from handlers.fleet.queue import CANCELLED, QueueProjection
 from handlers.reward.projection import RewardsProjection
 from handlers.training import TrainingState
 from handlers.training.projection import TrainingProjection
@@ -52,8 +52,10 @@ def summary_lines(rt: Any, ran_on: Mapping[str, str], *, control: bool = False) 
             f"({dropped} straggler episode(s) cancelled)"
         )
     counts = queue.counts
+    cancelled = sum(1 for j in queue.jobs.values() if j.status == "failed" and j.reason == CANCELLED)
+    failed = f"{counts.get('failed', 0)} failed" + (f" ({cancelled} cancelled: episode dropped)" if cancelled else "")
     lines.append(
-        f"inner jobs: {counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed, "
+        f"inner jobs: {counts.get('succeeded', 0)} succeeded, {failed}, "
         f"{sum(counts.get(k, 0) for k in ('queued', 'requeued', 'assigned', 'running'))} unfinished "
         f"(final drain: {ran_on.get('final drain', '-')})"
     )

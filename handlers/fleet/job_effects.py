@@ -25,7 +25,7 @@ from events import EventBody, JobFailed, JobProgressed, JobStarted, JobStoppedEa
 from handlers.fleet.context import DispatchContext
 from handlers.fleet.pod_effects import lose_pod, pod_dead
 from handlers.fleet.policy import attempt_lost
-from handlers.fleet.queue import WAITING, JobEntry
+from handlers.fleet.queue import CANCELLED, WAITING, JobEntry
 from handlers.ports.pod_agent import (
     EVAL_NEEDED,
     AgentError,
@@ -37,9 +37,7 @@ from handlers.ports.pod_agent import (
     JobSubmission,
 )
 
-__all__ = ["CANCELLED", "end_attempt_lost", "end_cancelled", "run_attempt"]
-
-CANCELLED = "cancelled"  # the failure reason of a job stopped because its result was no longer wanted
+__all__ = ["end_attempt_lost", "end_cancelled", "run_attempt"]
 
 log = structlog.get_logger("handlers.fleet.dispatcher")
 

@@ -31,6 +31,7 @@ from events import (
 
 __all__ = [
     "ACTIVE",
+    "CANCELLED",
     "FINAL",
     "WAITING",
     "JobEntry",
@@ -44,6 +45,7 @@ __all__ = [
 WAITING: Final = frozenset({"queued", "requeued"})  # may be assigned
 ACTIVE: Final = frozenset({"assigned", "running"})  # an attempt is open on a pod
 FINAL: Final = frozenset({"succeeded", "failed"})
+CANCELLED: Final = "cancelled"  # the failure reason of a job stopped because its result was no longer wanted
 
 
 class JobEntry(msgspec.Struct, kw_only=True):

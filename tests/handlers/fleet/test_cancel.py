@@ -12,9 +12,8 @@ import msgspec
 import pytest
 
 from events import JobAssigned, JobCancelRequested, JobFailed, JobProgressed, JobStarted, JobSucceeded, PodRequested
-from handlers.fleet.job_effects import CANCELLED
 from handlers.fleet.projection import FleetProjection
-from handlers.fleet.queue import QueueProjection
+from handlers.fleet.queue import CANCELLED, QueueProjection
 from handlers.ports.inner_trainer import JobBundle, JobResult, ProgressCallback
 from tests.fakes.fleet import FakeProvider
 from tests.fakes.inner import FakeInnerTrainer
