@@ -1,16 +1,32 @@
-"""The outer loop's episodes (cli/outer_episodes.py): an episode dropped for good has its jobs cancelled."""
+"""The outer loop's episodes (cli/outer_episodes.py): an episode dropped for good has its jobs cancelled, and the
+fleet stops them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
+
+import anyio
+import msgspec
+import pytest
 
 from cli.outer_episodes import OuterEpisodes
 from cli.train_config import load_run_config
 from engine.log import read_log
 from engine.runtime import Runtime
-from events import JobCancelRequested, JobQueued, JobSucceeded
-from handlers.fleet.queue import QueueProjection
+from events import JobCancelRequested, JobFailed, JobQueued, JobSucceeded
+from handlers.episode.bundle import make_bundle
+from handlers.fleet.queue import CANCELLED, FINAL, QueueProjection
+from handlers.ports.inner_trainer import JobBundle, JobResult, ProgressCallback
+from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, parse_config
+from handlers.training.batch import TaskRef
+from tests.fakes.fleet import FakeProvider
+from tests.fakes.inner import FakeInnerTrainer
+from tests.fakes.learner import FakeLearner
+from tests.handlers.fleet.fleet_world import FAST, World
+
+pytestmark = pytest.mark.timeout(30)
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "examples" / "configs" / "smoke.toml"
@@ -40,3 +56,62 @@ async def test_dropping_episodes_requests_a_cancel_for_each_of_their_unfinished_
         "job-e1": "straggler of group g000001, closed short at step 3",
         "e2-job-2": "straggler of group g000001, closed short at step 3",
     }  # not the finished job, not another episode's
+
+
+async def test_a_stragglers_job_is_stopped_on_its_pod_while_the_run_goes_on(tmp_path: Path) -> None:
+    """The whole chain in one process: the real loop closes a group short, ``drop_jobs`` records the cancel, the
+    real dispatcher stops the straggler's job on its (in-process) pod. The straggler's job would train for a
+    minute; each other job at once."""
+    world = World(tmp_path, FakeProvider(), trainer=StragglerTrainer, config=msgspec.structs.replace(FAST, max_pods=2))
+    cfg = parse_config(
+        {"group_size": 4, "tasks_per_batch": 1, "episode_concurrency": 8, "max_steps_off_policy": 1}
+        | {"min_group_fraction": 0.5}
+    )
+    async with world.runtime() as rt:
+
+        async def run_episode(episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
+            job_id = f"job-{episode_id}"
+            bundle = world.blobs.put(make_bundle({"job.toml": f"# {episode_id}\n".encode()}, b"{}"))
+            await rt.emit(
+                JobQueued(job_id=job_id, episode_id=episode_id, family="calc_chain", base_model="tiny", bundle=bundle)
+            )
+            await rt.wait_until(lambda: rt.state(QueueProjection).jobs[job_id].status in FINAL)
+            turns = [SampledTurn(prompt_tokens=[1, 2], sampled_tokens=[3], sampled_logprobs=[-0.3])]
+            return FinishedEpisode(
+                episode_id=episode_id, task_id=task.task_id, sampler_version=version, reward=0.5, turns=turns
+            )
+
+        episodes = OuterEpisodes(rt, load_run_config(SMOKE), policy_for=_no_policy, validator=None, gate=None)  # type: ignore[arg-type]
+        loop = OuterLoop(
+            config=cfg,
+            learner=FakeLearner(prefix=""),
+            run_episode=run_episode,
+            emit=rt.emit,
+            drop_jobs=episodes.drop_jobs,
+        )
+        began = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(world.dispatcher(rt, once=False).run)
+            assert await loop.run(max_steps=2) == 2
+            await rt.wait_until(lambda: rt.state(QueueProjection).jobs[f"job-{STRAGGLER}"].status in FINAL)
+            tg.cancel_scope.cancel()
+        took = time.monotonic() - began
+    asked = [e for e in world.events(JobCancelRequested)]
+    assert [(e.job_id, e.reason) for e in asked] == [
+        (f"job-{STRAGGLER}", "straggler of group g000000, closed short at step 1")
+    ]
+    [failed] = world.events(JobFailed)
+    assert (failed.job_id, failed.reason) == (f"job-{STRAGGLER}", CANCELLED) and failed.pod_id and failed.key
+    assert took < 20  # the straggler's job alone would have run 60 s
+    assert f"job-{STRAGGLER}" not in {e.job_id for e in world.events(JobSucceeded)}
+
+
+STRAGGLER = "ep000001"
+
+
+class StragglerTrainer(FakeInnerTrainer):
+    """The straggler's job trains for a minute (only a cancel ends it in a test's time); every other one at once."""
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        self.seconds, self.steps = (60.0, 600) if job.job_id == f"job-{STRAGGLER}" else (0.0, 2)
+        return await super().run(job, progress)
