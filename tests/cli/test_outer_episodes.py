@@ -3,6 +3,7 @@ fleet stops them."""
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,10 @@ from engine.runtime import Runtime
 from events import JobCancelRequested, JobFailed, JobQueued, JobSucceeded
 from handlers.episode.bundle import make_bundle
 from handlers.fleet.queue import CANCELLED, FINAL, QueueProjection
-from handlers.ports.inner_trainer import JobBundle, JobResult, ProgressCallback
 from handlers.training import FinishedEpisode, OuterLoop, SampledTurn, parse_config
 from handlers.training.batch import TaskRef
 from tests.fakes.fleet import FakeProvider
-from tests.fakes.inner import FakeInnerTrainer
+from tests.fakes.inner import OneSlowJob
 from tests.fakes.learner import FakeLearner
 from tests.handlers.fleet.fleet_world import FAST, World
 
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(30)
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "examples" / "configs" / "smoke.toml"
+STRAGGLER = "ep000001"  # the second episode of the first group: its job would train for a minute
 
 
 def queued(job_id: str, episode_id: str) -> JobQueued:
@@ -62,7 +63,8 @@ async def test_a_stragglers_job_is_stopped_on_its_pod_while_the_run_goes_on(tmp_
     """The whole chain in one process: the real loop closes a group short, ``drop_jobs`` records the cancel, the
     real dispatcher stops the straggler's job on its (in-process) pod. The straggler's job would train for a
     minute; each other job at once."""
-    world = World(tmp_path, FakeProvider(), trainer=StragglerTrainer, config=msgspec.structs.replace(FAST, max_pods=2))
+    slow = functools.partial(OneSlowJob, f"job-{STRAGGLER}")
+    world = World(tmp_path, FakeProvider(), trainer=slow, config=msgspec.structs.replace(FAST, max_pods=2))
     cfg = parse_config(
         {"group_size": 4, "tasks_per_batch": 1, "episode_concurrency": 8, "max_steps_off_policy": 1}
         | {"min_group_fraction": 0.5}
@@ -96,7 +98,7 @@ async def test_a_stragglers_job_is_stopped_on_its_pod_while_the_run_goes_on(tmp_
             await rt.wait_until(lambda: rt.state(QueueProjection).jobs[f"job-{STRAGGLER}"].status in FINAL)
             tg.cancel_scope.cancel()
         took = time.monotonic() - began
-    asked = [e for e in world.events(JobCancelRequested)]
+    asked = world.events(JobCancelRequested)
     assert [(e.job_id, e.reason) for e in asked] == [
         (f"job-{STRAGGLER}", "straggler of group g000000, closed short at step 1")
     ]
@@ -104,14 +106,3 @@ async def test_a_stragglers_job_is_stopped_on_its_pod_while_the_run_goes_on(tmp_
     assert (failed.job_id, failed.reason) == (f"job-{STRAGGLER}", CANCELLED) and failed.pod_id and failed.key
     assert took < 20  # the straggler's job alone would have run 60 s
     assert f"job-{STRAGGLER}" not in {e.job_id for e in world.events(JobSucceeded)}
-
-
-STRAGGLER = "ep000001"
-
-
-class StragglerTrainer(FakeInnerTrainer):
-    """The straggler's job trains for a minute (only a cancel ends it in a test's time); every other one at once."""
-
-    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
-        self.seconds, self.steps = (60.0, 600) if job.job_id == f"job-{STRAGGLER}" else (0.0, 2)
-        return await super().run(job, progress)

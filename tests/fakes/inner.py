@@ -13,7 +13,7 @@ import msgspec
 
 from handlers.ports.inner_trainer import FailureReason, JobBundle, JobResult, Progress, ProgressCallback
 
-__all__ = ["EvalScoringTrainer", "FakeInnerTrainer", "make_trainer"]
+__all__ = ["EvalScoringTrainer", "FakeInnerTrainer", "OneSlowJob", "make_trainer"]
 
 
 class FakeInnerTrainer:
@@ -74,6 +74,22 @@ def make_trainer(options: Mapping[str, str]) -> FakeInnerTrainer:
         failure=failure,  # type: ignore[arg-type]
         spawn_child=options.get("spawn_child", "") == "1",
     )
+
+
+class OneSlowJob(FakeInnerTrainer):
+    """Job ``slow`` trains for a minute (a test that waits for it times out: only a cancel ends it in time); every
+    other job at once. ``finished``: the jobs whose run returned a result, in order."""
+
+    def __init__(self, slow: str) -> None:
+        super().__init__()
+        self.slow = slow
+        self.finished: list[str] = []
+
+    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
+        self.seconds, self.steps = (60.0, 600) if job.job_id == self.slow else (0.0, 2)
+        result = await super().run(job, progress)
+        self.finished.append(job.job_id)
+        return result
 
 
 class EvalScoringTrainer:

@@ -14,9 +14,8 @@ import pytest
 from events import JobAssigned, JobCancelRequested, JobFailed, JobProgressed, JobStarted, JobSucceeded, PodRequested
 from handlers.fleet.projection import FleetProjection
 from handlers.fleet.queue import CANCELLED, QueueProjection
-from handlers.ports.inner_trainer import JobBundle, JobResult, ProgressCallback
 from tests.fakes.fleet import FakeProvider
-from tests.fakes.inner import FakeInnerTrainer
+from tests.fakes.inner import OneSlowJob
 from tests.handlers.fleet.fleet_world import FAST, World, queue_jobs
 from tests.handlers.fleet.test_dispatcher import check_invariants
 
@@ -25,25 +24,11 @@ pytestmark = pytest.mark.timeout(30)
 ONE_POD = msgspec.structs.replace(FAST, max_pods=1)
 
 
-class FirstJobRunsAMinute(FakeInnerTrainer):
-    """``j0`` trains for 60 s (a test that waits for it times out: only a cancel ends it in time); the rest at once."""
+def make_world(tmp_path: Path) -> tuple[World, list[OneSlowJob]]:
+    trainers: list[OneSlowJob] = []
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.finished: list[str] = []
-
-    async def run(self, job: JobBundle, progress: ProgressCallback) -> JobResult:
-        self.seconds, self.steps = (60.0, 600) if job.job_id == "j0" else (0.0, 2)
-        result = await super().run(job, progress)
-        self.finished.append(job.job_id)
-        return result
-
-
-def make_world(tmp_path: Path) -> tuple[World, list[FirstJobRunsAMinute]]:
-    trainers: list[FirstJobRunsAMinute] = []
-
-    def trainer() -> FirstJobRunsAMinute:
-        trainers.append(FirstJobRunsAMinute())
+    def trainer() -> OneSlowJob:
+        trainers.append(OneSlowJob("j0"))
         return trainers[-1]
 
     return World(tmp_path, FakeProvider(), trainer=trainer, config=ONE_POD), trainers
