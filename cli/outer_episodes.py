@@ -143,8 +143,9 @@ class OuterEpisodes:
             await rt.wait_until(lambda: episode_id in rt.state(RewardsProjection))
 
     async def drop_jobs(self, episode_ids: list[str], reason: str) -> None:
-        """The loop dropped these episodes for good: ask the fleet to cancel each of their jobs not yet final
-        (their episodes' tasks are cancelled already, so no job of theirs is queued after this)."""
+        """The loop dropped these episodes for good: ask the fleet to cancel each of their jobs not yet final.
+        Their tasks were told to stop just before, with no await since: a job one of them queued is in the
+        queue already, and a cancelled task queues no other."""
         dropped = set(episode_ids)
         queue = self.rt.state(QueueProjection)
         wanted = [

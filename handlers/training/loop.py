@@ -31,9 +31,9 @@ flight when the last step is applied are cancelled; they were never trained on.
 
 An episode dropped for good (a straggler of a group closed short, an unfinished member of a missed group) may
 have an inner job queued or running on a pod, paid for a result nobody will read: ``drop_jobs`` is told the
-episode ids once they are cancelled (cli/outer_episodes.py asks the fleet to cancel their jobs). Episodes in
-flight at the end of the run are not dropped: a later ``ait resume`` with more steps re-launches their groups and
-reads their jobs' results.
+episode ids right after their tasks are told to stop (cli/outer_episodes.py asks the fleet to cancel their
+jobs). Episodes in flight at the end of the run are not dropped: a later ``ait resume`` with more steps
+re-launches their groups and reads their jobs' results.
 """
 
 from __future__ import annotations
