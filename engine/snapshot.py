@@ -4,6 +4,9 @@ State and position change in one atomic step, so a snapshot can never claim a se
 reflect. Loading = newest snapshot, then replay only the events after its seq. A snapshot is an
 optimisation: deleting it never loses anything, the log stays the truth.
 
+A snapshot that cannot be read into the current projections' states (written by a version whose state types
+differ, or damaged) is ignored with a warning naming the file and why: the whole log is folded instead.
+
 A snapshot also anchors the log: the byte offset just past its seq's line, and that line's crc. Opening a run
 then reads and checks only the log after the offset (``engine.log.read_log(start=...)``), once the line before
 it is found to be that very record; otherwise (a log cut or regrown since) the whole log is read as before.
@@ -13,16 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from .atomic import write_atomic
+from .lazylog import lazy_logger
 from .projection import Projection
 
 __all__ = ["Snapshot", "load_anchored", "load_snapshot", "snapshot_anchor", "write_snapshot"]
 
 SNAPSHOT_NAME = "snapshot.json"
+
+log = lazy_logger(__name__)
+_T = TypeVar("_T")
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -63,10 +70,35 @@ def load_snapshot(directory: Path | str, projections: Sequence[Projection[Any]])
     path = Path(directory) / SNAPSHOT_NAME
     if not path.exists():
         return None
-    snap = msgspec.json.decode(path.read_bytes(), type=Snapshot)
-    if any(p.name not in snap.states for p in projections):
+    snap = _decode(path, path.read_bytes(), Snapshot)
+    if snap is None or any(p.name not in snap.states for p in projections):
         return None
-    return snap.seq, {p.name: p.decode_state(bytes(snap.states[p.name])) for p in projections}
+    states = _states(path, snap, projections)
+    return None if states is None else (snap.seq, states)
+
+
+def _decode(path: Path, data: bytes, kind: type[_T]) -> _T | None:
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        _unusable(path, exc)
+        return None
+
+
+def _states(path: Path, snap: Snapshot, projections: Sequence[Projection[Any]]) -> dict[str, Any] | None:
+    """Each projection's state decoded from the snapshot; None (and a warning) if one does not fit its type."""
+    states: dict[str, Any] = {}
+    for p in projections:
+        try:
+            states[p.name] = p.decode_state(bytes(snap.states[p.name]))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            _unusable(path, f"state of {p.name!r}: {exc}")
+            return None
+    return states
+
+
+def _unusable(path: Path, why: object) -> None:
+    log.warning("snapshot.unusable", path=str(path), error=str(why), action="folding the whole log instead")
 
 
 def snapshot_anchor(directory: Path | str) -> tuple[int, int, str] | None:
@@ -74,7 +106,9 @@ def snapshot_anchor(directory: Path | str) -> tuple[int, int, str] | None:
     path = Path(directory) / SNAPSHOT_NAME
     if not path.exists():
         return None
-    a = msgspec.json.decode(path.read_bytes(), type=_Anchor)
+    a = _decode(path, path.read_bytes(), _Anchor)
+    if a is None:
+        return None
     return (a.seq, a.offset, a.last_crc) if a.offset > 0 and a.seq >= 0 and a.last_crc else None
 
 
@@ -90,8 +124,10 @@ def load_anchored(
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    snap = msgspec.json.decode(data, type=Snapshot)
-    if snap.offset <= 0 or snap.seq < 0 or not snap.last_crc or any(p.name not in snap.states for p in projections):
+    snap = _decode(path, data, Snapshot)
+    if snap is None or snap.offset <= 0 or snap.seq < 0 or not snap.last_crc:
         return None
-    states = {p.name: p.decode_state(bytes(snap.states[p.name])) for p in projections}
-    return (snap.seq, snap.offset, snap.last_crc), states
+    if any(p.name not in snap.states for p in projections):
+        return None
+    states = _states(path, snap, projections)
+    return None if states is None else ((snap.seq, snap.offset, snap.last_crc), states)

@@ -9,13 +9,14 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
+import structlog.testing
 
 from engine.clock import ManualClock
 from engine.effects import EffectsProjection
 from engine.log import Durability, LogCorrupted, read_log
 from engine.projection import Projection, state_hash
 from engine.runtime import Runtime
-from engine.snapshot import SNAPSHOT_NAME, Snapshot, load_snapshot, write_snapshot
+from engine.snapshot import SNAPSHOT_NAME, Snapshot, load_anchored, load_snapshot, write_snapshot
 from events import JobQueued, Recorded
 from tests.engine.spine_model import JobsProjection, Model, body_for, fold_all, live_states, projections
 
@@ -100,6 +101,36 @@ def test_a_snapshot_lacking_a_projection_is_not_used(tmp_path: Path) -> None:
     write_snapshot(tmp_path, 5, {"t_jobs": b"{}"})
     assert load_snapshot(tmp_path, all_projections()) is None
     assert load_snapshot(tmp_path / "nowhere", all_projections()) is None
+
+
+@pytest.mark.parametrize("damage", ["a state of another type", "cut short"])
+async def test_a_snapshot_that_cannot_be_read_is_ignored_and_the_whole_log_folded(tmp_path: Path, damage: str) -> None:
+    """A snapshot is only an optimisation: one written by a version whose state types differ, or damaged, must
+    not stop a run from opening (it raised msgspec's ValidationError out of ``Runtime``, so ``ait resume`` failed
+    after an upgrade). It is ignored with a warning that names the file, and the whole log is folded."""
+    live_hash = await emit_range(tmp_path, 0, 100, snapshot_at=59)
+    path = tmp_path / SNAPSHOT_NAME
+    data = path.read_bytes()
+    assert load_snapshot(tmp_path, projections()) is not None  # the target is there and usable before the damage
+    if damage == "cut short":
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        doc = msgspec.json.decode(data)
+        doc["states"]["t_jobs"] = {"j0": 5}  # a job's status was a str
+        path.write_bytes(msgspec.json.encode(doc))
+    with structlog.testing.capture_logs() as logs:
+        assert load_snapshot(tmp_path, projections()) is None
+        assert load_anchored(tmp_path, projections()) is None
+        CountingJobs.applied = 0
+        rt = Runtime(tmp_path, [CountingJobs(), *projections()[1:]], run_id="run")
+        try:
+            assert CountingJobs.applied == 100 and rt.state_hash() == live_hash
+        finally:
+            rt.log.close()
+    warned = [e for e in logs if e["event"] == "snapshot.unusable"]
+    assert warned and all(e["path"] == str(path) and e["log_level"] == "warning" for e in warned)
+    if damage != "cut short":
+        assert "'t_jobs'" in warned[0]["error"]
 
 
 async def test_snapshot_plus_tail_equals_full_replay(tmp_path: Path) -> None:
