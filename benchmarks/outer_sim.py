@@ -17,6 +17,10 @@ A batch = 5 tasks x group 8 = 40 episodes, staleness bound K = 2.
 - "whole groups" rows: ``min_group_fraction = 1`` (the policy before short groups); "min 0.75" rows: a group at
   its last fresh step trains with the episodes it has if at least 6 of 8 have finished (``group.closed_short``),
   its stragglers cancelled and counted as discarded.
+- Inner job hours: an episode's job starts when its agent part ends. The loop tells ``drop_jobs`` which episodes
+  it dropped for good (as it tells ``ait train``, which cancels their jobs); a job running then is paid to its
+  end without cancellation, and up to the drop plus one long poll (``[fleet] poll_wait_s``, 20 s) with it. Jobs
+  of episodes still running when the last step is applied are drained in both cases (a later resume reads them).
 
     .venv/bin/python -m benchmarks.outer_sim [--steps 200] [--learner-s 120] [--seed 0] [--slots 32,36,40,48]
 """
@@ -86,6 +90,14 @@ class SimResult(msgspec.Struct, frozen=True, kw_only=True):
     short_groups: int  # groups trained without their stragglers
     staleness_mean: float
     cpu_s: float
+    job_hours: float = 0.0  # inner job time paid for with no job cancellation (every job runs to its end)
+    dropped_job_hours: float = 0.0  # of it: the jobs of episodes dropped for good, run to their end
+    cancelled_job_hours: float = 0.0  # what those jobs still cost when cancelled at the drop
+
+    @property
+    def saved_share(self) -> float:
+        """The share of all inner job time that cancelling dropped episodes' jobs saves."""
+        return (self.dropped_job_hours - self.cancelled_job_hours) / self.job_hours if self.job_hours else 0.0
 
     @property
     def episodes_per_hour(self) -> float:
@@ -104,8 +116,9 @@ class _Episodes:
         self._agent = agent_median_s
         self._model = model
 
-    def draw(self) -> float:
-        return self._agent * math.exp(0.4 * self._rng.gauss(0.0, 1.0)) + self._model.sample(self._rng)
+    def draw(self) -> tuple[float, float]:
+        """(agent turns + validation, the inner job) in seconds."""
+        return self._agent * math.exp(0.4 * self._rng.gauss(0.0, 1.0)), self._model.sample(self._rng)
 
 
 class _Learner:
@@ -130,6 +143,8 @@ class _Learner:
     async def save(self, name: str, *, with_state: bool) -> tuple[str, str]:
         return "", f"sampler://{name}"
 
+
+_POLL_WAIT_S = 20.0  # [fleet] poll_wait_s: a running job's cancel is seen within one long poll
 
 _TURN = [SampledTurn(prompt_tokens=[1, 2, 3], sampled_tokens=[4, 5], sampled_logprobs=[-0.5, -0.25])]
 
@@ -176,19 +191,37 @@ def run_loop(
             counts["trained"] += len(body.episode_ids)
             counts["lag"] += body.staleness_mean * len(body.episode_ids)
 
+    loop = VirtualClockLoop()
+    job_at: dict[str, tuple[float, float]] = {}  # episode id -> (its job's start, its duration)
+    jobs = {"all": 0.0, "dropped": 0.0, "cancelled": 0.0}
+
     async def run_episode(episode_id: str, task: TaskRef, version: int, path: str) -> FinishedEpisode:
-        await asyncio.sleep(eps.draw())
+        agent_s, job_s = eps.draw()
+        job_at[episode_id] = (loop.time() + agent_s, job_s)
+        await asyncio.sleep(agent_s + job_s)
         return FinishedEpisode(
             episode_id=episode_id, task_id=task.task_id, sampler_version=version, reward=rng.random(), turns=_TURN
         )
 
-    loop = VirtualClockLoop()
+    async def drop_jobs(episode_ids: list[str], reason: str) -> None:
+        now = loop.time()
+        for eid in episode_ids:
+            start, job_s = job_at.pop(eid)
+            if now >= start:  # its job was queued (in this model: running); before that there is no job
+                jobs["dropped"] += job_s
+                jobs["cancelled"] += min(job_s, now - start + _POLL_WAIT_S)
+
     cpu = time.process_time()
     try:
-        outer = OuterLoop(config=cfg, learner=_Learner(learner_s), run_episode=run_episode, emit=emit)
+        outer = OuterLoop(
+            config=cfg, learner=_Learner(learner_s), run_episode=run_episode, emit=emit, drop_jobs=drop_jobs
+        )
         outer.pace_on_step = pace
         done = loop.run_until_complete(outer.run())
         hours = loop.time() / 3600
+        # Every job not dropped is paid to its end: finished ones, and those of episodes in flight at the end
+        # (drained), if their agent part was over.
+        jobs["all"] = jobs["dropped"] + sum(job_s for start, job_s in job_at.values() if start <= loop.time())
     finally:
         loop.close()
     assert done == steps
@@ -203,6 +236,9 @@ def run_loop(
         short_groups=counts["short"],
         staleness_mean=counts["lag"] / max(1, trained),
         cpu_s=time.process_time() - cpu,
+        job_hours=jobs["all"] / 3600,
+        dropped_job_hours=jobs["dropped"] / 3600,
+        cancelled_job_hours=jobs["cancelled"] / 3600,
     )
 
 
@@ -226,13 +262,19 @@ def main() -> None:
             label = f"async {slots} slots, " + ("whole groups" if fraction >= 1.0 else f"min {fraction:g} of group")
             rows.append(run_loop(mode=label, slots=slots, min_fraction=fraction, **common))
     head = f"{'mode':<34}{'ep/h':>8}{'ratio':>8}{'hours':>9}{'started':>9}{'discarded':>11}{'share':>8}"
-    print(f"{head}{'short':>7}{'lag':>6}")
+    print(f"{head}{'short':>7}{'lag':>6}{'job h':>8}{'dropped':>9}{'cancelled':>10}{'saved':>7}")
     for r in rows:
         print(
             f"{r.mode:<34}{r.episodes_per_hour:>8.1f}{r.episodes_per_hour / sync.episodes_per_hour:>8.2f}"
             f"{r.hours:>9.1f}{r.started_episodes:>9}{r.discarded_episodes:>11}{r.discarded_share:>8.1%}"
-            f"{r.short_groups:>7}{r.staleness_mean:>6.2f}"
+            f"{r.short_groups:>7}{r.staleness_mean:>6.2f}{r.job_hours:>8.0f}{r.dropped_job_hours:>9.1f}"
+            f"{r.cancelled_job_hours:>10.1f}{r.saved_share:>7.1%}"
         )
+    print(
+        "job h: inner job hours paid with no cancellation; dropped: of them, the jobs of episodes dropped for good"
+        " (run to their end); cancelled: what those cost when cancelled at the drop; saved: the difference, as a"
+        " share of job h"
+    )
     print(f"(CPU for all rows: {sum(r.cpu_s for r in rows):.1f} s)")
 
 

@@ -26,6 +26,7 @@ def test_sync_with_constant_jobs_is_exact() -> None:
     assert r.hours * 3600 == pytest.approx(10 * 700.0)
     assert r.trained_episodes == 400
     assert r.discarded_episodes == 0
+    assert r.job_hours == pytest.approx(400 * 600 / 3600) and r.dropped_job_hours == 0.0  # every job, none dropped
 
 
 def test_async_trains_exact_batches_and_respects_staleness() -> None:
@@ -43,6 +44,9 @@ def test_short_groups_train_with_at_least_their_minimum_and_discard_less() -> No
     assert 40 * 40 - short.trained_episodes <= 2 * short.short_groups  # at most 2 left out of a short group
     assert short.discarded_share < whole.discarded_share / 2
     assert short.staleness_mean <= 2.0
+    # The stragglers dropped had jobs running: cancelled at the drop they cost less than run to their end.
+    assert 0.0 < short.cancelled_job_hours < short.dropped_job_hours < short.job_hours
+    assert 0.0 < short.saved_share < 0.5
 
 
 def test_async_beats_sync_under_heavy_tails_and_pacing_discards_less() -> None:
