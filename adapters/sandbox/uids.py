@@ -2,7 +2,7 @@
 
 A child's uid is what keeps it from the engine's files and from every other child, and what finds its processes
 at the end: the sweep after a child kills every process of its uid. Two engines on one host (an ``ait episode``
-beside an ``ait outer``, the test suite's workers) used to pick from overlapping ranges, checking only that no
+beside an ``ait train``, the test suite's workers) used to pick from overlapping ranges, checking only that no
 process ran under a uid at that instant; two children could then get the same uid, and one engine's sweep killed
 the other's child (a probe that fails for no fault of the agent's).
 

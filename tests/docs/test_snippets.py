@@ -135,3 +135,27 @@ def test_every_file_the_docs_name_is_in_the_tree() -> None:
     assert "benchmarks/log_bench.py" in named and len(named) > 100  # the scan finds what the docs name
     missing = {p: where for p, where in named.items() if p not in NOT_IN_THE_TREE and not (ROOT / p).exists()}
     assert not missing, f"the docs name files that are not in the tree: {missing}"
+
+
+# `ait CMD`, `uv run ait CMD`, `.venv/bin/ait --runs-root R -v CMD`, ... in prose and in code blocks alike
+AIT_COMMAND = re.compile(
+    r"(?:^|[`\s(])(?:uv run |\.venv/bin/|\S*/bin/)?ait (?:--runs-root \S+ )?(?:-v )?([a-z][a-z-]*)"
+)
+
+
+def test_every_ait_command_the_docs_name_exists() -> None:
+    """``ait <command>`` in the docs is a command the CLI has (a renamed one, ``ait outer``, stayed in a doc)."""
+    import argparse
+
+    from cli import build_parser
+
+    parser = build_parser()
+    commands = set(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    named: dict[str, str] = {}
+    for doc in DOCS:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+            for m in AIT_COMMAND.finditer(line):
+                named.setdefault(m.group(1), f"{doc.relative_to(ROOT)}:{number}")
+    assert {"episode", "train", "replay", "resume", "watch"} <= set(named)  # the scan finds what the docs name
+    unknown = {c: where for c, where in named.items() if c not in commands}
+    assert not unknown, f"the docs name ait commands the CLI does not have: {unknown}"
