@@ -143,14 +143,21 @@ AIT_COMMAND = re.compile(
 )
 
 
-def test_every_ait_command_the_docs_name_exists() -> None:
-    """``ait <command>`` in the docs is a command the CLI has (a renamed one, ``ait outer``, stayed in a doc)."""
+def cli_options() -> dict[str, set[str]]:
+    """Each ``ait`` command and the options it takes (the global ones included), from the CLI's own parser."""
     import argparse
 
     from cli import build_parser
 
     parser = build_parser()
-    commands = set(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    top = {o for a in parser._actions for o in a.option_strings}
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {c: top | {o for a in p._actions for o in a.option_strings} for c, p in sub.choices.items()}
+
+
+def test_every_ait_command_the_docs_name_exists() -> None:
+    """``ait <command>`` in the docs is a command the CLI has (a renamed one, ``ait outer``, stayed in a doc)."""
+    commands = set(cli_options())
     named: dict[str, str] = {}
     for doc in DOCS:
         for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
@@ -159,3 +166,21 @@ def test_every_ait_command_the_docs_name_exists() -> None:
     assert {"episode", "train", "replay", "resume", "watch"} <= set(named)  # the scan finds what the docs name
     unknown = {c: where for c, where in named.items() if c not in commands}
     assert not unknown, f"the docs name ait commands the CLI does not have: {unknown}"
+
+
+def test_every_option_the_docs_give_an_ait_command_is_one_it_takes() -> None:
+    """``ait CMD ... --flag`` in the docs (up to the end of the code span, a pipe or the next command): ``--flag``
+    is an option of CMD, so a documented command line never fails with argparse's "unrecognized arguments"."""
+    options = cli_options()
+    line_of_command = re.compile(AIT_COMMAND.pattern + r"([^`]*)")
+    checked, unknown = 0, []
+    for doc in DOCS:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+            for m in line_of_command.finditer(line):
+                command, rest = m.group(1), re.split(r"\bait |[;|]|&&", m.group(2))[0]
+                for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest) if command in options else []:
+                    checked += 1
+                    if flag not in options[command]:
+                        unknown.append(f"{doc.relative_to(ROOT)}:{number}: ait {command} {flag}")
+    assert checked > 50  # the scan finds the docs' command lines
+    assert not unknown, unknown
