@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.log_bench import LIFECYCLE_PODS, LIFECYCLE_SETUP, body, lifecycle_body, write_replay_file
+import msgspec
+import pytest
+
+from benchmarks.log_bench import (
+    LIFECYCLE_PODS,
+    LIFECYCLE_SETUP,
+    body,
+    lifecycle_body,
+    parse_only,
+    write_replay_file,
+)
 from engine.replay import replay
 from handlers.registry import default_projections
 
@@ -28,3 +38,18 @@ def test_the_lifecycle_stream_takes_no_anomaly_branch_and_the_issues_stream_does
     # ... which they were, while the first job ran on its pod.
     running = replay(tmp_path / "lifecycle.jsonl", default_projections(), until=LIFECYCLE_SETUP + 2)
     assert [e.type for e in running.states["effects"].values()] == ["job.assigned"]
+
+
+def test_the_parse_alone_bound_parses_every_line_and_refuses_bad_json(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    write_replay_file(path, 3_000)
+    data = path.read_bytes()
+    # A line longer than a 64 KiB block (its own block) between the others, so block edges are crossed both ways.
+    long_line = b'{"seq":3000,"pad":"' + b"x" * 70_000 + b'"}\n'
+    path.write_bytes(data + long_line + data[: data.index(b"\n") + 1])
+    assert parse_only(path) == 3_002
+    # It parses each line, not just its seq: JSON broken after the seq is refused.
+    broken = data.replace(b'"ts":', b'"ts":}', 1)
+    path.write_bytes(broken)
+    with pytest.raises(msgspec.DecodeError):
+        parse_only(path)
