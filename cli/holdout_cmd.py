@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError as exc:
             return _fail(str(exc))
     else:
-        found = None if args.checkpoint == "base" else _find_run(runs_root, args.checkpoint)
+        if args.checkpoint == "base":  # every run starts from the base model: which run's config is not implied
+            return _fail("--checkpoint base: the untrained model belongs to no one run; pass --run RUN")
+        found = _find_run(runs_root, args.checkpoint)
         if found is None:
             return _fail(f"--checkpoint {args.checkpoint!r}: no run under {runs_root}/ published it; pass --run RUN")
         run_dir = found

@@ -41,6 +41,7 @@ CASES: list[tuple[list[str], str]] = [
     (["episode", "--task", TASK, "--agent", "nonsense", "--no-job"], "--agent"),
     (["episode", "--task", TASK, "--trainer-opt", "eval_limit", "--no-job"], "--trainer-opt"),
     (["holdout", "--checkpoint", "tinker://nowhere"], "tinker://nowhere"),
+    (["holdout", "--checkpoint", "base"], "belongs to no one run"),
     (["baselines", "--family", "no_such_family"], "no_such_family"),
     (["costs", "--by", "colour"], "colour"),
     (["pod-agent", "--token-env", "AIT_NO_SUCH_TOKEN_VAR"], "AIT_NO_SUCH_TOKEN_VAR"),
