@@ -27,7 +27,7 @@ __all__ = ["WIDE", "gpu_label", "render", "step_of"]
 # Every string that comes from the log is wrapped in Text(...): rich would read "[prime_rl]" in a check's detail
 # as markup and drop it.
 
-_STATE_STYLE = {"running": "yellow", "collected": "cyan", "trained": "green"}
+_STATE_STYLE = {"running": "yellow", "open": "dim", "collected": "cyan", "trained": "green"}
 
 
 def gpu_label(gpu: str) -> str:
@@ -88,10 +88,12 @@ def _episodes(v: DashboardView) -> RenderableType:
     t.add_column(justify="right")
     t.add_column()
     t.add_column(justify="right")
-    t.add_row("started", str(e.started), "running", Text(str(e.running), style="yellow" if e.running else ""))
+    # Episodes a finished run left unfinished are not running: they wait for a later `ait resume` (or never end).
+    now = "open" if v.status.startswith("finished:") else "running"
+    t.add_row("started", str(e.started), now, Text(str(e.running), style="yellow" if e.running else ""))
     t.add_row("validated", Text(str(e.validated), style="green"), "rejected", Text(str(e.rejected), style="red"))
     t.add_row("no submission", str(e.no_submission), "budget refused", str(e.budget_refused))
-    t.add_row("error", str(e.error), "holdout", f"{e.holdout} ({e.holdout_running} running)")
+    t.add_row("error", str(e.error), "holdout", f"{e.holdout} ({e.holdout_running} {now})")
     return Panel(t, title="episodes", title_align="left")
 
 

@@ -45,7 +45,7 @@ class StepRow(msgspec.Struct, frozen=True, kw_only=True):
     expected: int
     started: int
     rewarded: int
-    state: str  # running | collected | trained
+    state: str  # running | collected | trained; open: neither, in a finished run (a later resume continues it)
     reward: float | None = None
     validation: float | None = None  # mean of w_validation * validation
     quality: float | None = None
@@ -142,9 +142,12 @@ def is_holdout(ep: EpisodeState) -> bool:
     return ep.family in HELD_OUT_FAMILIES or ep.group_id.startswith("holdout")
 
 
-def _step_row(b: BatchProgress, rewards: Mapping[str, Any], episodes: Mapping[str, EpisodeState]) -> StepRow:
+def _step_row(
+    b: BatchProgress, rewards: Mapping[str, Any], episodes: Mapping[str, EpisodeState], live: bool = True
+) -> StepRow:
     got = [rewards[e] for e in b.episodes if e in rewards]
-    state = "trained" if b.trained else "collected" if b.collected else "running"
+    # In a finished run nothing runs: a batch neither collected nor trained waits for a later `ait resume`.
+    state = "trained" if b.trained else "collected" if b.collected else "running" if live else "open"
     started = sum(1 for e in b.episodes if e in episodes)
     if not got:
         return StepRow(step=b.step, expected=b.expected, started=started, rewarded=0, state=state)
@@ -282,7 +285,8 @@ def build_view(
     fleet: FleetState = states["fleet"]
     budget: BudgetState = states["budget"]
     errs: ErrorsState = states["errors"]
-    rows = [_step_row(b, rewards, episodes) for b in in_order(outer)]
+    live = not run.status.startswith("finished:")
+    rows = [_step_row(b, rewards, episodes, live) for b in in_order(outer)]
     return DashboardView(
         run_id=run.run_id,
         status=run.status,

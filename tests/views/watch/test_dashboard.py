@@ -30,6 +30,7 @@ from events import (
     PodProvisionFailed,
     PodRequested,
     Recorded,
+    RunFinished,
     SubmissionRejected,
 )
 from tests.golden.facts import golden_records, mean, of_type, rewards_by_episode, step_episodes
@@ -96,13 +97,13 @@ def test_episode_counts(final_screen: str) -> None:
     records = golden_records()
     finished = [e.status for e in of_type(records, EpisodeFinished)]
     started = of_type(records, EpisodeStarted)
-    assert re.search(rf"started\s+{len(started)}\s+running\s+0\b", final_screen)
+    assert re.search(rf"started\s+{len(started)}\s+open\s+0\b", final_screen)  # finished: nothing runs
     assert re.search(
         rf"validated\s+{finished.count('validated')}\s+rejected\s+{finished.count('rejected')}\b", final_screen
     )
     assert re.search(rf"no submission\s+{finished.count('no_submission')}\b", final_screen)
     holdout = sum(1 for e in started if e.family == "triage")
-    assert re.search(rf"holdout\s+{holdout} \(0 running\)", final_screen)
+    assert re.search(rf"holdout\s+{holdout} \(0 open\)", final_screen)
 
 
 _ROW = re.compile(
@@ -243,3 +244,22 @@ def test_text_from_the_log_is_shown_verbatim_not_as_markup() -> None:
     ]
     text = screen(frame(folded(records)), width=220)
     assert f"bounds: {detail}" in text and "e[1]#1" in text and "r[x]" in text
+
+
+def test_a_finished_run_shows_its_unfinished_work_as_open_not_running() -> None:
+    # The mid-run cut has open episodes and an uncollected batch; the same log then ends with run.finished (what
+    # `ait train` records once its steps are applied: the episodes in flight wait for a later `ait resume`).
+    records = golden_records()[: cut_with_running_jobs() + 1]
+    started, finished = of_type(records, EpisodeStarted), of_type(records, EpisodeFinished)
+    unfinished = len(started) - len(finished)
+    live = screen(frame(folded(records)))
+    assert re.search(rf"started\s+{len(started)}\s+running\s+{unfinished}\b", live)
+    assert re.search(r"batch \d+\s+\S+\s+\d+/\d+ rewarded \(\d+ started\)\s+running", live)
+    last = records[-1]
+    end = Recorded(last.seq + 1, last.ts + 1.0, RunFinished(status="ok", reason="max steps"))
+    text = screen(frame(folded([*records, end])))
+    assert "finished:ok" in text.splitlines()[0]
+    assert re.search(rf"started\s+{len(started)}\s+open\s+{unfinished}\b", text)
+    assert re.search(r"batch \d+\s+\S+\s+\d+/\d+ rewarded \(\d+ started\)\s+open", text)
+    assert re.search(r"holdout\s+\d+ \(\d+ open\)", text)
+    assert not re.search(r"\brunning\b", text.split("job queue")[0]), text

@@ -63,7 +63,7 @@ async def test_watch_shows_what_another_process_appends(tmp_path: Path) -> None:
     last = views[-1]
     assert last.status == "finished:ok" and last.episodes.started == BATCHES * PER
     text = console.export_text()
-    assert re.search(rf"started\s+{BATCHES * PER}\s+running\s+0\b", text)
+    assert re.search(rf"started\s+{BATCHES * PER}\s+open\s+0\b", text)  # a finished run runs nothing
     assert re.search(rf"validated\s+{BATCHES * PER // 2}\s+rejected\s+{BATCHES * PER // 2}\b", text)
     assert f"step {BATCHES} of {BATCHES}" in text
 
@@ -110,5 +110,5 @@ def test_watch_live_in_a_real_terminal(tmp_path: Path) -> None:
             writer.kill()
             writer.wait()
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-    assert re.search(rf"started\s+{BATCHES * PER}\s+running\s+0\b", text), text
+    assert re.search(rf"started\s+{BATCHES * PER}\s+open\s+0\b", text), text  # a finished run runs nothing
     assert "╭─ outer loop" in text  # drawn by Live on a terminal, not a plain dump
