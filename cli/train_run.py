@@ -107,7 +107,7 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
         resumed = await open_run(
             rt, seed=cfg.run.seed, config=header, budget=cfg.budget, ledger=ledger, baselines=run_baselines(cfg)
         )
-        await rt.emit(wiring(cfg))
+        await rt.emit(wiring(cfg, target))
         if opted_out is not None:
             await rt.emit(opted_out)
         missing_baselines(rt, cfg.outer.families)
@@ -173,8 +173,9 @@ async def train(cfg: RunConfig, run_dir: Path, max_steps: int | None, opted_out:
     return 0
 
 
-def wiring(cfg: RunConfig) -> RunWiring:
-    """What this process of the run uses, for the log (``ait report`` shows it at the top)."""
+def wiring(cfg: RunConfig, steps: int) -> RunWiring:
+    """What this process of the run uses and the step it runs to, for the log (``ait report`` shows it at the top;
+    ``ait watch`` shows ``step N of <steps>``)."""
     return RunWiring(
         inner_trainer=cfg.inner_trainer,
         learner_backend=cfg.backend.kind,
@@ -182,6 +183,7 @@ def wiring(cfg: RunConfig) -> RunWiring:
         agent=cfg.agent.kind,
         validator=cfg.episode.validator,
         standin=cfg.standin,
+        steps=steps,
     )
 
 

@@ -46,6 +46,7 @@ class RunWiring(EventBody, frozen=True, kw_only=True):
     agent: str = ""  # "tinker" | "scripted"
     validator: str = ""  # "probe" | "job_config"
     standin: bool = False  # the inner scores are made up (the stand-in trainer or the sim provider's agents)
+    steps: int = 0  # the outer steps this process runs the run to (`ait resume --max-steps N` moves it); 0: none
 
 
 @event("run.sandbox_opted_out")

@@ -92,6 +92,9 @@ def test_smoke_train_resume_and_holdout(
     assert main(["--runs-root", runs, "resume", "s", "--max-steps", "3"]) == 0
     out = capsys.readouterr().out
     assert "run s resumed: step 2 of 3, sampler v2, 1 open group(s)" in out and "3 learner step(s) applied" in out
+    # The resume recorded the step it ran to: `ait watch` shows the run at its new plan, not past its first one.
+    assert main(["--runs-root", runs, "watch", "s", "--once"]) == 0
+    assert "step 3 of 3" in capsys.readouterr().out
     assert duplicates(run) == []
     learner = json.loads((run / "checkpoints" / "step_000003.state.json").read_text())
     assert learner["steps"] == 3 and learner["adam_steps"] == 3

@@ -21,6 +21,7 @@ from events import (
     GroupClosedShort,
     LoRAStepApplied,
     RunStarted,
+    RunWiring,
     SamplerPublished,
 )
 
@@ -46,7 +47,7 @@ class BatchProgress(msgspec.Struct, kw_only=True):
 class OuterState(msgspec.Struct, kw_only=True):
     batches: dict[str, BatchProgress] = {}  # str(step) -> batch (str keys: states hash canonically)
     episode_step: dict[str, int] = {}
-    planned_steps: int = 0  # from the run config when it says (0: unknown)
+    planned_steps: int = 0  # the step the latest start or resume runs to, else the config's (0: unknown)
     last_step: int = 0  # the latest batch started
     lora_steps: int = 0
     sampler_version: int = -1
@@ -76,6 +77,13 @@ class OuterProjection(Projection[OuterState]):
     @handles(RunStarted)
     def _run(self, s: OuterState, e: RunStarted) -> OuterState:
         s.planned_steps = planned_steps(e.config)
+        return s
+
+    @handles(RunWiring)
+    def _wiring(self, s: OuterState, e: RunWiring) -> OuterState:
+        # Every start and resume says the step it runs to: a resume with a larger --max-steps moves the plan.
+        if e.steps > 0:
+            s.planned_steps = e.steps
         return s
 
     @handles(BatchStarted)

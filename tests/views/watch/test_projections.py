@@ -21,6 +21,7 @@ from events import (
     PodRequested,
     Recorded,
     RunStarted,
+    RunWiring,
     SubmissionRejected,
 )
 from views.watch.errors import KEEP, ErrorsProjection
@@ -56,6 +57,19 @@ def test_episodes_join_the_open_batch_of_their_task_up_to_the_group_size() -> No
     assert b.episodes == ["e1", "e4"] and b.collected and b.trained and b.metrics == {"loss": 0.3}
     assert state.episode_step == {"e1": 1, "e4": 1}
     assert state.stale_discarded == 1 and state.lora_steps == 1
+
+
+def test_each_start_and_resume_moves_the_plan_to_the_step_it_runs_to() -> None:
+    def wired(steps: int) -> RunWiring:
+        return RunWiring(inner_trainer="standin", learner_backend="offline", provider="local", steps=steps)
+
+    started = (0.0, RunStarted(run_id="r", seed=1, code_version="c", config={"steps": 2}))
+    fold = OuterProjection().fold
+    assert fold(recs(started), OuterProjection().initial()).planned_steps == 2
+    # `ait train` says 2, a later `ait resume --max-steps 3` says 3; a wiring that says nothing (an `ait episode`,
+    # or a log from before the field) leaves the plan as it was.
+    s = fold(recs(started, (1.0, wired(2)), (2.0, wired(3)), (3.0, wired(0))), OuterProjection().initial())
+    assert s.planned_steps == 3
 
 
 def test_collected_overrides_the_guess() -> None:
