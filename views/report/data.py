@@ -132,6 +132,7 @@ class ReportData(msgspec.Struct, frozen=True, kw_only=True):
     standin: bool = False  # inner scores made up (stand-in trainer / sim agents): nothing real was measured
     control: bool = False  # [backend] learn = false: the no-learning control (every step computed, none applied)
     capped: int = 0  # episodes ended by the run or global budget cap: left out of the GRPO batches
+    unfinished: int = 0  # episodes started with no episode.finished in the log (in flight, or left open by its end)
     # Runs without outer steps (``ait episode``): each episode's reward with its job's curve, shown in full.
     episodes: list[EpisodeDetail] = []
     job_trees: list[str] = []  # markdown: each multi-job episode's job tree with diffs (views.report.job_tree)
@@ -411,6 +412,7 @@ def collect(run_dir: Path | str, *, folder: RunFolder | None = None, grid: Path 
         standin=st["run"].standin,
         control=_is_control(root / "events.jsonl"),
         capped=sum(1 for r in rewards.values() if r.budget_refused in ("run", "global")),
+        unfinished=sum(1 for e in episodes.values() if e.status == "running"),
         job_trees=job_tree_lines(episodes, BlobStore(root / "blobs")),
         replica=replica,
     )

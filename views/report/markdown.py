@@ -59,7 +59,7 @@ def _overview(d: ReportData) -> list[str]:
         ["events", format_count(d.events)],
         ["span (UTC)", span],
         ["seed", str(d.seed)],
-        ["episodes finished", (f"{eps} ({statuses})" if eps else "0") + _of_them_holdout(d)],
+        ["episodes finished", (f"{eps} ({statuses})" if eps else "0") + _of_them_holdout(d) + _unfinished(d)],
         ["capped episodes", f"{d.capped} (ended by the run or global budget cap; left out of the batches)"],
         ["outer steps collected", str(len(d.steps))],
         [
@@ -73,6 +73,12 @@ def _overview(d: ReportData) -> list[str]:
     if d.unsafe_sandbox:
         rows.insert(1, ["sandbox", f"**UNSAFE: agent code ran without bubblewrap**, {d.unsafe_sandbox}"])
     return _table(["", ""], rows, "ll")
+
+
+def _unfinished(d: ReportData) -> str:
+    """Episodes the log started and never finished: still in flight, or open when the run stopped (a finished
+    `ait train` leaves its in-flight episodes to a later `ait resume`)."""
+    return f"; {d.unfinished} more started, not finished when the log ends" if d.unfinished else ""
 
 
 def _of_them_holdout(d: ReportData) -> str:

@@ -17,7 +17,16 @@ from cli import main
 from engine.blobs import BlobStore
 from engine.clock import ManualClock
 from engine.runtime import Runtime
-from events import CostSettled, JobFailed, JobQueued, JobSucceeded, RunStarted
+from events import (
+    CostSettled,
+    EpisodeFinished,
+    EpisodeStarted,
+    JobFailed,
+    JobQueued,
+    JobSucceeded,
+    RunFinished,
+    RunStarted,
+)
 from tests.golden.facts import (
     GOLDEN_EVENTS,
     golden_records,
@@ -210,6 +219,29 @@ def test_report_of_a_run_with_nothing_yet(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 5_000 for p in files.plots)
     md = files.markdown.read_text()
     assert "No holdout arm in this run." in md and "No job was queued yet." in md
+
+
+def test_the_header_counts_episodes_the_log_never_finished(tmp_path: Path, report: Path) -> None:
+    """A finished `ait train` leaves its in-flight episodes open for a later resume: the header says how many."""
+    import anyio
+
+    run = tmp_path / "runs" / "open"
+
+    async def write() -> None:
+        async with Runtime(run, [], clock=ManualClock()) as rt:
+            await rt.emit(RunStarted(run_id="open", seed=1, code_version="t"))
+            for i in range(3):
+                await rt.emit(EpisodeStarted(episode_id=f"e{i}", task_id="t", family="calc_chain", policy="p"))
+            await rt.emit(EpisodeFinished(episode_id="e1", status="validated"))
+            await rt.emit(RunFinished(status="ok", reason="steps applied"))
+
+    anyio.run(write)
+    md = write_report(run, tmp_path / "out").markdown.read_text()
+    assert "| episodes finished | 1 (validated 1); 2 more started, not finished when the log ends |" in md
+    # The golden run, whose every episode finished, says nothing of the kind.
+    records = golden_records()
+    assert len(of_type(records, EpisodeStarted)) == len(of_type(records, EpisodeFinished))
+    assert "not finished when the log ends" not in (report / "report.md").read_text()
 
 
 def test_report_cli_prints_what_it_wrote(cli_run: tuple[Path, str]) -> None:
