@@ -39,11 +39,23 @@ def _fail(message: str) -> int:
 
 
 def _find_run(runs_root: Path, checkpoint: str) -> Path | None:
-    from engine.log import read_log
+    """The newest run whose log published ``checkpoint``. Only a log holding the path's bytes is decoded (a long
+    run's log takes seconds to read and check), and one that cannot be read is passed over: another run's damage
+    is not this command's business (``ait replay`` on that run says what is wrong with it)."""
+    import msgspec
+
+    from engine.log import LogCorrupted, read_log
     from events import SamplerPublished
 
+    needle = msgspec.json.encode(checkpoint)  # the path as the log writes it, a JSON string
     for events in sorted(runs_root.glob("*/events.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
-        for rec in read_log(events).records:
+        try:
+            if needle not in events.read_bytes():
+                continue
+            records = read_log(events).records
+        except (OSError, LogCorrupted):
+            continue
+        for rec in records:
             if isinstance(rec.event, SamplerPublished) and rec.event.path == checkpoint:
                 return events.parent
     return None
