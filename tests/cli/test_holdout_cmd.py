@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from cli.holdout_cmd import _find_run
+from cli import main
 from engine.clock import ManualClock
 from engine.log import LogCorrupted, read_log
 from engine.runtime import Runtime
@@ -42,7 +42,15 @@ def damage_line(log: Path, line_no: int) -> None:
     log.write_bytes(b"".join(lines))
 
 
-def test_the_newest_run_that_published_it_is_found_past_damaged_logs(tmp_path: Path) -> None:
+def holdout(root: Path, checkpoint: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``ait holdout --checkpoint CHECKPOINT`` with no ``--run``: (exit status, its one-line message)."""
+    code = main(["--runs-root", str(root), "holdout", "--checkpoint", checkpoint])
+    return code, capsys.readouterr().err.strip().removeprefix("ait holdout: ")
+
+
+def test_the_newest_run_that_published_it_is_found_past_damaged_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     published = SamplerPublished(sampler_version=2, path=CKPT, step=2)
     write_run(tmp_path, "b", [published], mtime=1_000)
     # Newer than b: a damaged log without the path, and a damaged log that holds it.
@@ -55,11 +63,15 @@ def test_the_newest_run_that_published_it_is_found_past_damaged_logs(tmp_path: P
     for log in (other, holder):  # both are really damaged: reading them raises
         with pytest.raises(LogCorrupted):
             read_log(log)
-    assert _find_run(tmp_path, CKPT) == tmp_path / "b"
-    assert _find_run(tmp_path, "tinker://never-published") is None
+    # Found: b (an `ait episode`-like log here, so the command then stops on it, naming it).
+    assert holdout(tmp_path, CKPT, capsys) == (2, f"{tmp_path / 'b'}/events.jsonl: not an `ait train` run")
+    code, message = holdout(tmp_path, "tinker://never-published", capsys)
+    assert code == 2 and "no run under" in message
 
 
-def test_a_log_without_the_path_is_not_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_log_without_the_path_is_not_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_run(tmp_path, "b", [SamplerPublished(sampler_version=2, path=CKPT)], mtime=1_000)
     write_run(tmp_path, "a", [SamplerPublished(sampler_version=1, path="tinker://elsewhere")], mtime=2_000)
     decoded: list[Path] = []
@@ -69,5 +81,5 @@ def test_a_log_without_the_path_is_not_decoded(tmp_path: Path, monkeypatch: pyte
         return read_log(path)
 
     monkeypatch.setattr("engine.log.read_log", counting)
-    assert _find_run(tmp_path, CKPT) == tmp_path / "b"
-    assert decoded == [tmp_path / "b" / "events.jsonl"]
+    assert holdout(tmp_path, CKPT, capsys)[0] == 2  # found b, then stopped on it: not an `ait train` run
+    assert set(decoded) == {tmp_path / "b" / "events.jsonl"}
