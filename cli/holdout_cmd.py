@@ -30,6 +30,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("-n", type=int, default=10, help="episodes (default 10)")
     p.add_argument("--run", default=None, help="the run (default: the one whose log published --checkpoint)")
     p.add_argument("--trajectory", default=None, help="scripted agent: the trajectory JSON for every episode")
+    p.add_argument(
+        "--continue",
+        dest="continue_arm",
+        action="store_true",
+        help="complete this arm (checkpoint and family) to n episodes: carry its unfinished ones (an interrupted "
+        "arm) on where they stopped, then start new ones for the rest",
+    )
     p.set_defaults(func=run)
 
 
@@ -64,6 +71,7 @@ def _find_run(runs_root: Path, checkpoint: str) -> Path | None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from cli.holdout_arm import read_arm
     from cli.train_config import parse_run_config
     from cli.train_run import TrainFailed
     from engine.log import read_log
@@ -93,10 +101,11 @@ def run(args: argparse.Namespace) -> int:
     records = read_log(run_dir / "events.jsonl").records
     header = records[0].event
     published = {r.event.path: r.event.sampler_version for r in records if isinstance(r.event, SamplerPublished)}
-    del records
     if args.checkpoint != "base" and args.checkpoint not in published:
         return _fail(f"--checkpoint {args.checkpoint!r}: run {run_dir.name} never published it")
     version = 0 if args.checkpoint == "base" else published[args.checkpoint]
+    arm = read_arm(records, f"holdout-v{version}", args.family)
+    del records
     path = "" if args.checkpoint == "base" else args.checkpoint
     if not isinstance(header, RunStarted) or header.config.get("command") != "train":
         return _fail(f"{run_dir}/events.jsonl: not an `ait train` run")
@@ -113,14 +122,16 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no task spec {cfg.spec_path(args.family)} for {args.family}")
     configure_logging(run_dir=run_dir, level="info", console=sys.stderr, console_level="warning", run_id=run_dir.name)
     try:
-        return anyio.run(holdout, cfg, run_dir, version, path, args.family, args.n, trajectory)
+        return anyio.run(holdout, cfg, run_dir, version, path, arm, args.n, trajectory, args.continue_arm)
     except TrainFailed as exc:
         return _fail(str(exc))
 
 
 async def holdout(
-    cfg: Any, run_dir: Path, version: int, path: str, family: str, n: int, trajectory: Path | None
+    cfg: Any, run_dir: Path, version: int, path: str, arm: Any, n: int, trajectory: Path | None, carry_on: bool
 ) -> int:
+    """Run the arm's episodes: ``n`` new ones, or (``carry_on``) its unfinished ones and as many new ones as bring
+    it to ``n`` (``arm``: a :class:`cli.holdout_arm.ArmState`)."""
     import anyio
     from rich.console import Console
 
@@ -148,34 +159,56 @@ async def holdout(
         # A holdout arm reopens a run (run.resumed) to add episodes to it; a run that had finished is marked
         # finished again after the arm, so its report and `ait watch` do not show a finished run as running.
         before = rt.state(RunSummaryProjection).status
-        rt.start_reactor(RewardReactor(cfg.reward))
+        rewarder = RewardReactor(cfg.reward)
+        rt.start_reactor(rewarder)
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(
             rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=given_events(cfg.baselines)
         )
+        family = arm.family
         missing_baselines(rt, [family])
         backend = make_backend(cfg, run_dir, trajectory=trajectory)
         ran_on = {**backend.ran_on, "validation": validator_desc}
-        group = f"holdout-v{version}"
         episodes = OuterEpisodes(
             rt,
             cfg,
             policy_for=backend.policy_for,
             validator=validator,
             gate=BudgetGate.for_runtime(rt, load_prices()),
-            group_prefix=group,
+            histories=dict(arm.histories) if carry_on else None,
+            group_prefix=arm.group,
         )
         from handlers.episode.projection import EpisodesProjection
 
+        carried: list[tuple[str, TaskRef]] = []
+        if carry_on:
+            await rewarder.catch_up(rt, arm.owed)  # an outcome recorded before the interruption, its reward not
+            carried = [(eid, TaskRef.parse(task_id)) for eid, task_id in arm.unfinished]
+        fresh = max(0, n - len(arm.rewarded) - len(carried)) if carry_on else n
         already = sum(1 for e in rt.state(EpisodesProjection).values() if e.group_id.startswith("holdout"))
         rng = random.Random(f"{cfg.run.seed}:holdout:{already}")
-        tasks = [(f"ho{already + i:05d}", TaskRef(family=family, index=rng.randrange(10_000))) for i in range(n)]
-        ids = [eid for eid, _ in tasks]
-        console.print(f"run {rt.run_id}: {n} holdout episodes on {family} with sampler v{version} ({path or 'base'})")
+        new = [(f"ho{already + i:05d}", TaskRef(family=family, index=rng.randrange(10_000))) for i in range(fresh)]
+        tasks = carried + new
+        # The arm's episodes this table's "worst episode of this arm" is taken over.
+        ids = [*arm.rewarded, *(eid for eid, _ in tasks)] if carry_on else [eid for eid, _ in new]
+        where = f"on {family} with sampler v{version} ({path or 'base'})"
+        if carry_on:
+            console.print(
+                f"run {rt.run_id}: holdout arm {arm.group} {where}: {len(arm.rewarded)} episode(s) done, "
+                f"{len(carried)} carried on, {fresh} new (to {n})"
+            )
+        else:
+            console.print(f"run {rt.run_id}: {n} holdout episodes {where}")
+            if arm.unfinished:
+                console.print(
+                    f"note: this arm has {len(arm.unfinished)} unfinished episode(s) from an earlier, interrupted "
+                    f"holdout ({', '.join(e for e, _ in arm.unfinished[:5])}); `--continue` completes the arm to -n "
+                    "instead of starting n new ones"
+                )
         limit = anyio.Semaphore(cfg.outer.episode_concurrency)
         try:
             async with fleet_running(rt, cfg, ran_on):
-                with progress("holdout episodes", total=n, unit="episodes") as bar:
+                with progress("holdout episodes", total=len(tasks), unit="episodes") as bar:
 
                     async def one(eid: str, task: TaskRef) -> None:
                         async with limit:
@@ -189,8 +222,8 @@ async def holdout(
             await backend.aclose()
         if before.startswith("finished:"):
             status = before.removeprefix("finished:")
-            arm = f"holdout arm: {n} {family} episodes on sampler v{version}"
-            await rt.emit(RunFinished(status=status, reason=arm))
+            reason = f"holdout arm: {len(tasks)} {family} episodes on sampler v{version}"
+            await rt.emit(RunFinished(status=status, reason=reason))
     data = collect(run_dir)
     rows = [r for r in data.holdout if r.sampler_version == version]
     table = _table(rows)

@@ -4,6 +4,7 @@ damaged log of another run does not stop the search."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -13,7 +14,16 @@ from cli import main
 from engine.clock import ManualClock
 from engine.log import LogCorrupted, read_log
 from engine.runtime import Runtime
-from events import EventBody, RunStarted, SamplerPublished
+from events import (
+    AgentTurnTaken,
+    EpisodeFinished,
+    EpisodeStarted,
+    EventBody,
+    RewardComputed,
+    RunStarted,
+    SamplerPublished,
+)
+from tests.cli.train_digest import duplicates
 
 CKPT = "tinker://run-b/sampler_weights/000002"
 
@@ -83,3 +93,77 @@ def test_a_log_without_the_path_is_not_decoded(
     monkeypatch.setattr("engine.log.read_log", counting)
     assert holdout(tmp_path, CKPT, capsys)[0] == 2  # found b, then stopped on it: not an `ait train` run
     assert set(decoded) == {tmp_path / "b" / "events.jsonl"}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "examples" / "configs" / "smoke.toml"
+
+
+def cut_before(log: Path, wanted: Callable[[EventBody], bool]) -> None:
+    """Keep the log up to (not including) the last record ``wanted`` picks: what a kill -9 just before it leaves.
+    The snapshots go too (they would be ignored anyway: their anchor is past the new end)."""
+    records = read_log(log).records
+    seq = max(r.seq for r in records if wanted(r.event))
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:seq]))
+    for snap in log.parent.glob("snapshot*"):
+        snap.unlink()
+
+
+def arm_of(log: Path, group: str) -> tuple[list[str], set[str]]:
+    """(the arm's episodes by id: they start concurrently, those rewarded)."""
+    events = [r.event for r in read_log(log).records]
+    started = sorted(e.episode_id for e in events if isinstance(e, EpisodeStarted) and e.group_id == group)
+    return started, {e.episode_id for e in events if isinstance(e, RewardComputed) and e.episode_id in started}
+
+
+@pytest.mark.slow
+def test_an_interrupted_arm_is_carried_on_to_n_episodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = str(tmp_path)
+    assert main(["--runs-root", runs, "train", "--config", str(SMOKE), "--run-id", "s"]) == 0
+    log = tmp_path / "s" / "events.jsonl"
+    base = ["--runs-root", runs, "holdout", "--checkpoint", "base", "--run", "s", "-n"]
+    assert main([*base, "2"]) == 0
+    started, rewarded = arm_of(log, "holdout-v0")
+    assert started == ["ho00000", "ho00001"] and rewarded == set(started)
+
+    # 1. Killed between the later episode's job outcome and its reward: the reward is owed, nothing is re-run.
+    last = max(started, key=lambda e: next(r.seq for r in read_log(log).records if rewards(r.event, e)))
+    cut_before(log, lambda e: rewards(e, last))
+    assert arm_of(log, "holdout-v0")[1] == set(started) - {last}
+    capsys.readouterr()
+    assert main([*base, "2", "--continue"]) == 0
+    assert "1 episode(s) done, 1 carried on, 0 new (to 2)" in capsys.readouterr().out
+    assert arm_of(log, "holdout-v0") == (started, set(started)) and duplicates(log.parent) == []
+
+    # 2. Killed in the middle of an episode (before it finished): without --continue a new arm episode is started
+    # and the unfinished one is named; --continue then carries it on from its last turn, to n = 3.
+    assert main([*base, "2"]) == 0
+    started, _ = arm_of(log, "holdout-v0")
+    assert started[2:] == ["ho00002", "ho00003"]
+    cut_before(log, lambda e: isinstance(e, EpisodeFinished) and e.episode_id == "ho00003")
+    before = [r.event for r in read_log(log).records]
+    turns = sum(1 for e in before if isinstance(e, AgentTurnTaken) and e.episode_id == "ho00003")
+    assert turns >= 1  # it had started talking: a continuation, not a fresh start
+    capsys.readouterr()
+    assert main([*base, "1"]) == 0
+    out = capsys.readouterr().out
+    note = next(line for line in out.splitlines() if "unfinished episode(s) from an earlier, interrupted" in line)
+    assert "ho00003" in note  # (ho00002 too when its reward came after the cut: they run concurrently)
+    started, rewarded = arm_of(log, "holdout-v0")
+    assert started[-1] == "ho00004" and "ho00003" not in rewarded
+    unfinished = [e for e in started if e not in rewarded]
+    assert main([*base, "5", "--continue"]) == 0
+    expected = f"{len(rewarded)} episode(s) done, {len(unfinished)} carried on, {5 - len(started)} new (to 5)"
+    assert expected in capsys.readouterr().out and len(started) == 5
+    started, rewarded = arm_of(log, "holdout-v0")
+    assert started == [f"ho{i:05d}" for i in range(5)] and rewarded == set(started)
+    assert duplicates(log.parent) == []  # no turn, submission, job or reward twice
+    # ... and once complete, --continue to a larger n only starts what is missing.
+    assert main([*base, "6", "--continue"]) == 0
+    assert "5 episode(s) done, 0 carried on, 1 new (to 6)" in capsys.readouterr().out
+    assert arm_of(log, "holdout-v0")[0][-1] == "ho00005"
+
+
+def rewards(event: EventBody, episode_id: str) -> bool:
+    return isinstance(event, RewardComputed) and event.episode_id == episode_id
