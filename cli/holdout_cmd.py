@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -135,6 +136,7 @@ async def holdout(
     import anyio
     from rich.console import Console
 
+    from cli.crash_hook import KILL_ENV, kill_after
     from cli.outer_episodes import OuterEpisodes
     from cli.train_run import fleet_running, missing_baselines
     from cli.train_wiring import make_backend, make_validator
@@ -161,6 +163,8 @@ async def holdout(
         before = rt.state(RunSummaryProjection).status
         rewarder = RewardReactor(cfg.reward)
         rt.start_reactor(rewarder)
+        if os.environ.get(KILL_ENV):  # tests: a kill -9 in the middle of an arm (cli/crash_hook.py)
+            rt.start_reactor(kill_after(int(os.environ[KILL_ENV])))
         rt.start_reactor(LedgerReactor(ledger))
         await open_run(
             rt, seed=cfg.run.seed, config={}, budget=cfg.budget, ledger=ledger, baselines=given_events(cfg.baselines)

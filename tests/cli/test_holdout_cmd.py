@@ -4,6 +4,8 @@ damaged log of another run does not stop the search."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from events import (
     SamplerPublished,
 )
 from tests.cli.train_digest import duplicates
+from tests.fakes.ait_process import run_ait
 
 CKPT = "tinker://run-b/sampler_weights/000002"
 
@@ -167,3 +170,26 @@ def test_an_interrupted_arm_is_carried_on_to_n_episodes(tmp_path: Path, capsys: 
 
 def rewards(event: EventBody, episode_id: str) -> bool:
     return isinstance(event, RewardComputed) and event.episode_id == episode_id
+
+
+@pytest.mark.slow
+def test_an_arm_killed_mid_way_is_completed_by_continue(tmp_path: Path) -> None:
+    """A real kill -9 (cli/crash_hook.py) at two points of an arm of 3: in the first two episodes' conversations,
+    and once the third is under way with one reward in; `--continue` then completes the arm, nothing twice."""
+    trained = tmp_path / "trained"
+    assert run_ait(trained, "train", "--config", str(SMOKE), "--run-id", "s").returncode == 0
+    start = len(read_log(trained / "s" / "events.jsonl").records)
+    arm = ["holdout", "--checkpoint", "base", "--run", "s", "-n", "3"]
+    for offset in (70, 160):
+        runs = tmp_path / f"killed-{offset}"
+        shutil.copytree(trained, runs)
+        log = runs / "s" / "events.jsonl"
+        killed = run_ait(runs, *arm, kill_after=start + offset)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        started, rewarded = arm_of(log, "holdout-v0")
+        assert started and len(rewarded) < 3  # killed inside the arm
+        done = run_ait(runs, *arm, "--continue")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert f"{len(rewarded)} episode(s) done, {len(started) - len(rewarded)} carried on" in done.stdout
+        assert arm_of(log, "holdout-v0") == (["ho00000", "ho00001", "ho00002"], {"ho00000", "ho00001", "ho00002"})
+        assert duplicates(runs / "s") == []
