@@ -42,6 +42,7 @@ import structlog
 from adapters.sim.durations import DurationModel
 from events._base import EventBody
 from events.learning import BatchCollected, EpisodeStaleDiscarded, GroupClosedShort, GroupStarted
+from handlers.fleet.policy import FleetConfig
 from handlers.ports.learner import StepOutcome
 from handlers.training.batch import TaskRef
 from handlers.training.config import OuterConfig
@@ -144,7 +145,7 @@ class _Learner:
         return "", f"sampler://{name}"
 
 
-_POLL_WAIT_S = 20.0  # [fleet] poll_wait_s: a running job's cancel is seen within one long poll
+_POLL_WAIT_S = FleetConfig().poll_wait_s  # the default [fleet] poll_wait_s: a cancel is seen within one long poll
 
 _TURN = [SampledTurn(prompt_tokens=[1, 2, 3], sampled_tokens=[4, 5], sampled_logprobs=[-0.5, -0.25])]
 

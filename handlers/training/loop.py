@@ -87,6 +87,10 @@ class _Running:
         episodes = [self.finished[i] for i in self.ids if i in self.finished]
         return EpisodeGroup(task_id=self.task.task_id, episodes=episodes)
 
+    def unfinished(self) -> list[str]:
+        """Its episodes with no result (yet), in id order."""
+        return [i for i in self.ids if i not in self.finished]
+
     def cancel_unfinished(self) -> None:
         for eid, task in self.tasks.items():
             if eid not in self.finished:
@@ -247,8 +251,7 @@ class OuterLoop:
                 await discard_episode(eid, g.task.task_id, g.version, step=self.step, config=self.cfg, emit=self._emit)
             g.cancel_unfinished()
             self._requeue([g.task.task_id])
-            unfinished = [i for i in g.ids if i not in g.finished]
-            await self._drop_jobs(unfinished, f"group {g.group_id} missed its last fresh step (step {self.step})")
+            await self._drop_jobs(g.unfinished(), f"group {g.group_id} missed its last fresh step (step {self.step})")
 
     def _pick_batch(self) -> tuple[list[EpisodeGroup], list[_Running]] | None:
         """None until ``tasks_per_batch`` whole groups are fresh; then the oldest ``tasks_per_batch`` of them and
@@ -284,20 +287,19 @@ class OuterLoop:
         group.closed = True
         del self._running[group.group_id]
         self._outstanding -= 1
-        kept = group.finished_group()
+        kept, dropped = group.finished_group(), group.unfinished()  # closed: neither changes any more
         await self._emit(
             GroupClosedShort(
                 group_id=group.group_id,
                 step=self.step,
                 episode_ids=[ep.episode_id for ep in kept.episodes],
-                dropped_episode_ids=[i for i in group.ids if i not in group.finished],
+                dropped_episode_ids=dropped,
                 task_id=group.task.task_id,
                 sampler_version=group.version,
             )
         )
         group.cancel_unfinished()
         self.closed_short += 1
-        dropped = [i for i in group.ids if i not in group.finished]
         await self._drop_jobs(dropped, f"straggler of group {group.group_id}, closed short at step {self.step}")
         return kept
 
